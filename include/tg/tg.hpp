@@ -1,0 +1,4 @@
+// tinygrad.cpp: everything public. #include <tg/tg.hpp>, namespace tg.
+#pragma once
+#include "tg/dtype.hpp"
+#include "tg/helpers.hpp"

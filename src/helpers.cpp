@@ -1,0 +1,100 @@
+#include "tg/helpers.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace tg {
+
+namespace {
+// Context overrides live here; the process environment is the fallback.
+std::mutex& ctx_mutex() { static std::mutex m; return m; }
+std::map<std::string, std::string>& overrides() { static std::map<std::string, std::string> m; return m; }
+}  // namespace
+
+std::string getenv_str(const std::string& key, const std::string& default_value) {
+  {
+    std::lock_guard<std::mutex> lock(ctx_mutex());
+    auto it = overrides().find(key);
+    if (it != overrides().end()) return it->second;
+  }
+  const char* v = std::getenv(key.c_str());
+  return v ? std::string(v) : default_value;
+}
+
+int64_t getenv(const std::string& key, int64_t default_value) {
+  std::string s = getenv_str(key, "");
+  if (s.empty()) return default_value;
+  try {
+    size_t pos = 0;
+    int64_t v = std::stoll(s, &pos);
+    if (pos == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error("getenv: " + key + "=" + s + " is not an integer; set it to a number like " + key + "=1");
+}
+
+Context::Context(std::initializer_list<std::pair<std::string, int64_t>> vars) {
+  std::map<std::string, std::string> m;
+  for (auto& [k, v] : vars) m[k] = std::to_string(v);
+  std::lock_guard<std::mutex> lock(ctx_mutex());
+  for (auto& [k, v] : m) {
+    auto it = overrides().find(k);
+    saved_[k] = it == overrides().end() ? std::pair<bool, std::string>{false, ""} : std::pair<bool, std::string>{true, it->second};
+    overrides()[k] = v;
+  }
+}
+
+Context::Context(const std::map<std::string, std::string>& vars) {
+  std::lock_guard<std::mutex> lock(ctx_mutex());
+  for (auto& [k, v] : vars) {
+    auto it = overrides().find(k);
+    saved_[k] = it == overrides().end() ? std::pair<bool, std::string>{false, ""} : std::pair<bool, std::string>{true, it->second};
+    overrides()[k] = v;
+  }
+}
+
+Context::~Context() {
+  std::lock_guard<std::mutex> lock(ctx_mutex());
+  for (auto& [k, s] : saved_) {
+    if (s.first) overrides()[k] = s.second;
+    else overrides().erase(k);
+  }
+}
+
+Timing::Timing(std::string prefix, bool enabled)
+    : prefix_(std::move(prefix)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+double Timing::elapsed_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+}
+Timing::~Timing() {
+  if (enabled_) std::fprintf(stderr, "%s%6.2f ms\n", prefix_.c_str(), elapsed_ms());
+}
+
+int64_t prod(const std::vector<int64_t>& v) {
+  int64_t r = 1;
+  for (auto x : v) r *= x;
+  return r;
+}
+
+template <class T>
+static std::string tuple_str(const std::vector<T>& v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+std::string to_str(const std::vector<int64_t>& v) { return tuple_str(v); }
+std::string to_str(const std::vector<int>& v) { return tuple_str(v); }
+
+std::string colored(const std::string& s, const std::string& color) {
+  static const bool tty = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+  if (!tty || color.empty()) return s;
+  static const char* names[] = {"black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"};
+  for (int i = 0; i < 8; i++)
+    if (color == names[i]) return "\033[" + std::to_string(90 + i) + "m" + s + "\033[0m";
+  return s;
+}
+
+}  // namespace tg
