@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "tg/helpers.hpp"
 #include "uop/uop.hpp"
 
 using namespace tg;
@@ -41,4 +42,12 @@ TEST(UOp, PrettyPrint) {
   UOp c = UOp::const_(dtypes::int32, int64_t{2});
   UOp s = c + c;
   EXPECT_EQ(s.str(), "UOp(UOps.ALU, dtypes.int, arg=BinaryOps.ADD, src=(\n  x0:=UOp(UOps.CONST, dtypes.int, arg=2, src=()),\n   x0,))");
+}
+
+TEST(UOp, Eval) {
+  UOp a(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, int64_t{10})}, std::string("a"));
+  UOp e = (a * 3 + 7) % 5;
+  EXPECT_EQ(std::get<int64_t>(eval_uop(e, {{"a", 4}})), 4);
+  EXPECT_TRUE(std::get<bool>(eval_uop(a.lt(UOp::const_(dtypes::int32, int64_t{5})), {{"a", 4}})));
+  EXPECT_THROW(eval_uop(e, {}), Error);
 }

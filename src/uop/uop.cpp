@@ -582,4 +582,33 @@ ConstType exec_alu(TernaryOps op, DType dt, const ConstType& a, const ConstType&
   return exec_alu(BinaryOps::ADD, dt, exec_alu(BinaryOps::MUL, dt, a, b), c);
 }
 
+ConstType eval_uop(const UOp& root, const std::unordered_map<std::string, int64_t>& vars) {
+  std::unordered_map<const UOpNode*, ConstType> val;
+  for (const UOp& u : root.toposort()) {
+    const UOpNode& n = *u;
+    auto get = [&](int i) { return val.at(n.src[i].get()); };
+    auto lookup = [&](const std::string& name) -> ConstType {
+      auto it = vars.find(name);
+      if (it == vars.end()) throw Error("eval_uop: no value for variable '" + name + "'");
+      return dtypes::as_const(it->second, n.dtype);
+    };
+    ConstType r;
+    switch (n.op) {
+      case Ops::CONST: r = n.min_; break;
+      case Ops::DEFINE_VAR: case Ops::SPECIAL: r = lookup(std::get<std::string>(n.arg)); break;
+      case Ops::RANGE: r = lookup("ridx" + std::to_string(std::get<std::vector<int64_t>>(n.arg)[0])); break;
+      case Ops::BIND: r = get(1); break;
+      case Ops::CAST: r = dtypes::as_const(get(0), n.dtype); break;
+      case Ops::ALU:
+        if (auto o = std::get_if<UnaryOps>(&n.arg)) r = exec_alu(*o, n.dtype, get(0));
+        else if (auto b = std::get_if<BinaryOps>(&n.arg)) r = exec_alu(*b, n.dtype, get(0), get(1));
+        else r = exec_alu(std::get<TernaryOps>(n.arg), n.dtype, get(0), get(1), get(2));
+        break;
+      default: r = int64_t{0}; break;   // non-value nodes (SINK, DEFINE_GLOBAL, ...) carry no number
+    }
+    val[u.get()] = r;
+  }
+  return val.at(root.get());
+}
+
 }  // namespace tg

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -137,6 +138,10 @@ DType alu_dtype(BinaryOps op, DType a, DType b);
 ConstType exec_alu(UnaryOps op, DType dtype, const ConstType& a);
 ConstType exec_alu(BinaryOps op, DType dtype, const ConstType& a, const ConstType& b);
 ConstType exec_alu(TernaryOps op, DType dtype, const ConstType& a, const ConstType& b, const ConstType& c);
+
+// Evaluate an integer/bool UOp expression: DEFINE_VAR and SPECIAL by name, RANGE as "ridx<axis>".
+// For tests and fuzzers that compare expressions before and after rewriting.
+ConstType eval_uop(const UOp& u, const std::unordered_map<std::string, int64_t>& vars);
 
 // Number of live interned nodes (tests check that dropped graphs free their nodes).
 size_t uop_live_count();
