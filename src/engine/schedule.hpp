@@ -1,0 +1,33 @@
+// The scheduler: LazyBuffers -> ScheduleItems (tinygrad 0.9.2 engine/schedule.py).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lazy/lazy.hpp"
+#include "uop/uop.hpp"
+
+namespace tg {
+
+// A kernel's AST is a UOp graph:
+//   SINK(STORE...)                                   one STORE per output
+//   STORE(DEFINE_GLOBAL(ptr, arg=i), SHAPETRACKER(st), value)
+//   LOAD(DEFINE_GLOBAL(ptr, arg=i), SHAPETRACKER(st))   dtype = element dtype
+//   CONST(SHAPETRACKER(st)) arg = value               a broadcast constant
+//   ALU(srcs) arg = Unary/Binary/TernaryOps; CAST(x); BITCAST(x)
+//   REDUCE_AXIS(x) arg = ReduceArg{op, axes}
+// Buffer indices: outputs first, then inputs in order of first use; bufs follows the same order.
+struct ScheduleItem {
+  MetaOps kind = MetaOps::KERNEL;            // KERNEL, COPY, EMPTY, VIEW, CUSTOM
+  UOp ast;                                   // KERNEL only
+  std::vector<std::shared_ptr<Buffer>> bufs; // outputs then inputs
+  int n_outputs = 1;
+  std::vector<std::string> metadata;         // names of the Tensor ops that made it (for DEBUG lines)
+  std::string str() const;                   // printable like tinygrad's ScheduleItem
+};
+
+std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs);
+// The memory planner: reuse intermediate buffers within a schedule (tinygrad's memory_planner).
+std::vector<ScheduleItem> memory_planner(std::vector<ScheduleItem> schedule);
+
+}  // namespace tg

@@ -1,0 +1,85 @@
+// LazyBuffer: the lazy graph between Tensor and the scheduler (tinygrad 0.9.2 lazy.py).
+// A base buffer holds an op (or, once realized, a Buffer); a view holds a ShapeTracker over a base.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tg/dtype.hpp"
+#include "tg/shapetracker.hpp"
+#include "uop/ops.hpp"
+
+namespace tg {
+
+class Buffer;   // runtime/buffer.hpp
+class LazyBuffer;
+using LazyBufferPtr = std::shared_ptr<LazyBuffer>;
+
+// The op of a base LazyBuffer.
+using LBOp = std::variant<std::monostate, MetaOps, UnaryOps, BinaryOps, TernaryOps, ReduceOps>;
+// Its arg: CONST value, CAST target dtype, reduce axes, ASSIGN target view, COPY byte count.
+using LBArg = std::variant<std::monostate, ConstType, DType, std::vector<int64_t>, ShapeTracker, int64_t>;
+
+class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
+ public:
+  std::string device;
+  ShapeTracker st;
+  DType dtype;
+
+  // base properties (meaningless on views)
+  LBOp op;
+  LBArg arg;
+  std::vector<LazyBufferPtr> srcs;          // cleared once realized, so the graph above is freed
+  std::shared_ptr<Buffer> buffer;
+  std::weak_ptr<LazyBuffer> contiguous_child;   // with contiguous_child_st: a contiguous copy of this base
+  std::optional<ShapeTracker> contiguous_child_st;
+  bool forced_realize = false;
+
+  // creation (tinygrad's create_lazybuffer / LazyBuffer.metaop); size-0 shapes become CONST 0
+  static LazyBufferPtr create(const std::string& device, const ShapeTracker& st, DType dtype, LBOp op = {},
+                              LBArg arg = {}, std::vector<LazyBufferPtr> srcs = {}, LazyBufferPtr base = nullptr);
+  static LazyBufferPtr metaop(MetaOps op, const Shape& shape, DType dtype, const std::string& device,
+                              LBArg arg = {}, std::vector<LazyBufferPtr> srcs = {});
+  // a realized buffer from host data
+  static LazyBufferPtr from_buffer(std::shared_ptr<Buffer> buf, const Shape& shape);
+
+  const Shape& shape() const { return st.shape(); }
+  int64_t size() const;                      // elements of the base buffer (st.size())
+  LazyBufferPtr base();                      // self when this is a base
+  bool is_base() const { return base_ == nullptr; }
+  bool realized() const;                     // base with a buffer and no pending op
+  bool is_realized();                        // base().realized()
+  bool is_unrealized_const();
+  bool is_unrealized_unmasked_const();
+  bool can_view();
+  std::string str() const;                   // "<LB CPU (3,) int (MetaOps.COPY, None)>"
+
+  LazyBufferPtr const_(ConstType val, std::optional<Shape> shape = {});
+  LazyBufferPtr assign(const LazyBufferPtr& x);
+  LazyBufferPtr contiguous(bool allow_buffer_view = true);
+  LazyBufferPtr cast(DType dtype, bool bitcast = false, bool allow_buffer_view = true);
+  LazyBufferPtr copy_to_device(const std::string& device, bool force = false);
+  // elementwise with const folding at construction (all-const ALU, x+0, x*1, x*0, x*-1, -(-x))
+  LazyBufferPtr e(UnaryOps op);
+  LazyBufferPtr e(BinaryOps op, const LazyBufferPtr& y);
+  LazyBufferPtr e(TernaryOps op, const LazyBufferPtr& y, const LazyBufferPtr& z);
+  LazyBufferPtr e(MetaOps op);               // CONTIGUOUS / VIEW of this
+  // reduce with const folding and reduce splitting (REDUCEOP_SPLIT_THRESHOLD)
+  LazyBufferPtr r(ReduceOps op, const std::vector<int64_t>& axis);
+
+  // movement: zero-copy views
+  LazyBufferPtr reshape(const Shape& arg);
+  LazyBufferPtr pad(const std::vector<std::pair<int64_t, int64_t>>& arg);
+  LazyBufferPtr expand(const Shape& arg);
+  LazyBufferPtr permute(const std::vector<int>& arg);
+  LazyBufferPtr shrink(const std::vector<std::pair<int64_t, int64_t>>& arg);
+  LazyBufferPtr stride(const std::vector<int64_t>& arg);
+
+  LazyBufferPtr base_;                       // set on views only
+ private:
+  LazyBufferPtr view_(const ShapeTracker& new_st);
+};
+
+}  // namespace tg
