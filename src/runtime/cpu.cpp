@@ -116,8 +116,18 @@ class ClangCompiler : public Compiler {
   static std::vector<std::string> flags() {
     return {"-shared", "-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w", "-x", "c"};
   }
+  // -march=native binaries only run on this kind of CPU, so a shared cache must tell CPUs apart
+  static const std::string& cpu_model() {
+    static const std::string model = [] {
+      std::ifstream f("/proc/cpuinfo");
+      for (std::string line; std::getline(f, line);)
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 1);
+      return std::string(" unknown");
+    }();
+    return model;
+  }
   std::string cachekey() const override {
-    std::string k = "CPU";
+    std::string k = "CPU" + cpu_model() + ":";
     for (auto& w : cc()) k += " " + w;
     for (auto& f : flags()) k += " " + f;
     return k;
