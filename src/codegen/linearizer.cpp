@@ -22,6 +22,7 @@ Ops scope_end_op(Ops op) { return op == Ops::RANGE ? Ops::ENDRANGE : Ops::ENDIF;
 struct Graph {
   std::vector<UOp> nodes;
   std::unordered_map<const UOpNode*, int> id;
+  std::vector<std::vector<int>> srcs;         // sources of each node by id
   std::vector<std::vector<int>> children;     // users of each node, one entry per use
   std::vector<int> in_degree;                 // number of sources, one per use
   std::vector<std::vector<int>> range_srcs;   // reduce RANGEs each node depends on (sorted ids)
@@ -31,13 +32,13 @@ Graph build_graph(const UOp& sink) {
   Graph g;
   // iterative DFS: deep index chains must not overflow the stack
   std::vector<std::pair<UOp, size_t>> stack{{sink, 0}};
-  std::unordered_map<const UOpNode*, bool> entered;
-  entered[sink.get()] = true;
+  g.id.reserve(1024);
+  g.id[sink.get()] = -1;   // -1: entered, not finished
   while (!stack.empty()) {
     auto& [u, next] = stack.back();
     if (next < u->src.size()) {
       const UOp& s = u->src[next++];
-      if (!entered[s.get()]) { entered[s.get()] = true; stack.emplace_back(s, 0); }
+      if (g.id.try_emplace(s.get(), -1).second) stack.emplace_back(s, 0);
       continue;
     }
     int uid = static_cast<int>(g.nodes.size());
@@ -45,9 +46,10 @@ Graph build_graph(const UOp& sink) {
     g.nodes.push_back(u);
     g.children.emplace_back();
     g.in_degree.push_back(static_cast<int>(u->src.size()));
-    std::vector<int> rs;
+    std::vector<int> rs, sids;
     for (const UOp& s : u->src) {
       int sid = g.id.at(s.get());
+      sids.push_back(sid);
       g.children[sid].push_back(uid);
       rs.insert(rs.end(), g.range_srcs[sid].begin(), g.range_srcs[sid].end());
       if (is_reduce_range(s)) rs.push_back(sid);
@@ -55,6 +57,7 @@ Graph build_graph(const UOp& sink) {
     std::sort(rs.begin(), rs.end());
     rs.erase(std::unique(rs.begin(), rs.end()), rs.end());
     g.range_srcs.push_back(std::move(rs));
+    g.srcs.push_back(std::move(sids));
     stack.pop_back();
   }
   return g;
@@ -98,6 +101,8 @@ bool share_any(const std::vector<int>& a, const std::vector<int>& b) {
 class Linearizer {
  public:
   explicit Linearizer(const UOp& sink) : g_(build_graph(sink)), scope_of_(g_.nodes.size(), -1) {
+    arg_strs_.reserve(g_.nodes.size());
+    for (const UOp& u : g_.nodes) arg_strs_.push_back(arg_str(u->arg));
     for (int i = static_cast<int>(g_.nodes.size()) - 1; i >= 0; i--) {
       Ops op = g_.nodes[i]->op;
       if (op != Ops::RANGE && op != Ops::IF) continue;
@@ -178,19 +183,34 @@ class Linearizer {
       if (--g_.in_degree[c] == 0) push(c);
   }
 
+  // UOp::cmp_lt over node ids with each arg's string computed once (the heap compares often)
+  bool node_lt(int a, int b) const {
+    if (a == b) return false;
+    const UOpNode &x = *g_.nodes[a], &y = *g_.nodes[b];
+    if (x.op != y.op) return x.op < y.op;
+    if (x.arg.index() != y.arg.index()) return x.arg.index() < y.arg.index();
+    if (int c = arg_strs_[a].compare(arg_strs_[b]); c != 0) return c < 0;
+    if (x.dtype != y.dtype) return x.dtype < y.dtype;
+    const auto &xs = g_.srcs[a], &ys = g_.srcs[b];
+    for (size_t i = 0; i < std::min(xs.size(), ys.size()); i++)
+      if (xs[i] != ys[i]) return node_lt(xs[i], ys[i]);
+    return x.src.size() < y.src.size();
+  }
+
   struct Cmp {
-    const Graph* g;
+    const Linearizer* l;
     // std::priority_queue pops the largest: "a after b" is a > b
     bool operator()(const std::pair<int64_t, int>& a, const std::pair<int64_t, int>& b) const {
       if (a.first != b.first) return a.first > b.first;
-      return g->nodes[b.second].cmp_lt(g->nodes[a.second]);
+      return l->node_lt(b.second, a.second);
     }
   };
 
   Graph g_;
   std::vector<int> scope_of_;                         // node id -> scope index or -1
   std::vector<Scope> scopes_;
-  std::priority_queue<std::pair<int64_t, int>, std::vector<std::pair<int64_t, int>>, Cmp> queue_{Cmp{&g_}};
+  std::vector<std::string> arg_strs_;
+  std::priority_queue<std::pair<int64_t, int>, std::vector<std::pair<int64_t, int>>, Cmp> queue_{Cmp{this}};
   std::vector<int> order_;
   std::vector<std::pair<int, int>> scope_end_;        // (scope, last node), in the order scopes opened
   std::unordered_map<size_t, size_t> end_pos_;        // scope -> index in scope_end_
