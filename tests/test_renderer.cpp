@@ -339,3 +339,41 @@ TEST(CUDARenderer, GlobalIndexLeavesLocalSizeToRuntime) {
   EXPECT_EQ(p.global_size, (std::vector<int64_t>{100, 1, 1}));
   EXPECT_TRUE(p.local_size.empty());
 }
+
+// tensor core: the mma.sync helper is emitted once per WMMA kind and called by name
+TEST(CUDARenderer, WMMA) {
+  auto arg = std::make_shared<WMMAArg>();
+  arg->name = TensorCore{{8, 16, 16}, dtypes::half, dtypes::float32, {}}.str();
+  arg->dims = {8, 16, 16};
+  arg->dtype_in = dtypes::half;
+  arg->dtype_out = dtypes::float32;
+  arg->device = "CUDA";
+  EXPECT_EQ(arg->name, "WMMA_8_16_16_half_float");
+  UOp g0 = glob(0, dtypes::float32), g1 = glob(1, dtypes::half), g2 = glob(2, dtypes::half), lidx = special("lidx0", 32);
+  UOp a = load(dtypes::half.vec(8), g1, lidx.alu(BinaryOps::MUL, ci(8))), b = load(dtypes::half.vec(4), g2, lidx.alu(BinaryOps::MUL, ci(4)));
+  UOp c = load(dtypes::float32.vec(4), g0, lidx.alu(BinaryOps::MUL, ci(4)));
+  UOp w = UOp(Ops::WMMA, dtypes::float32.vec(4), {a, b, c}, ArgObjPtr(arg));
+  std::vector<UOp> uops = linearize(sink({store(g0, lidx.alu(BinaryOps::MUL, ci(4)), w)}));
+  CUDARenderer ren;
+  std::string src = ren.render("wmma_test", uops);
+  EXPECT_NE(src.find("__device__ float4 __WMMA_8_16_16_half_float(half8 a, half4 b, float4 c) {"), std::string::npos) << src;
+  EXPECT_NE(src.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"), std::string::npos) << src;
+  EXPECT_NE(src.find("  half8 val1 = *((half8*)(data1+lidx0*8));\n"), std::string::npos) << src;
+  EXPECT_NE(src.find("  float4 wmma0 = __WMMA_8_16_16_half_float(val1, val0, val2);\n"), std::string::npos) << src;
+  EXPECT_NE(src.find("#include <cuda_fp16.h>\nstruct __align__(8) half4"), std::string::npos) << src;
+  auto [flops, mem] = flops_mem(uops, true);
+  EXPECT_EQ(flops, 2 * 8 * 16 * 16 / 32 * 32);   // per-thread share of the 8x16x16 product, 32 threads
+}
+
+// sizes that depend on a variable are resolved at launch
+TEST(CUDARenderer, SymbolicLaunchDims) {
+  UOp n = UOp(Ops::DEFINE_VAR, dtypes::int32, {ci(1), ci(1024)}, std::string("n"));
+  UOp g0 = glob(0, dtypes::int32), gidx = UOp(Ops::SPECIAL, dtypes::int32, {n}, std::string("gidx0"));
+  RenderedProgram p = to_program(CUDARenderer(), "E_n", linearize(sink({store(g0, gidx, gidx)})));
+  EXPECT_NE(p.src.find("E_n(int* data0, const int n) {\n  int gidx0 = blockIdx.x; /* n */"), std::string::npos) << p.src;
+  EXPECT_EQ(p.global_size[0], -1);   // unknown until the variable is bound
+  auto [gs, ls] = p.launch_dims({{"n", 77}});
+  EXPECT_EQ(gs, (std::vector<int64_t>{77, 1, 1}));
+  EXPECT_EQ(ls, (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(p.vars, (std::vector<std::string>{"n"}));
+}

@@ -426,9 +426,12 @@ std::string CUDARenderer::render_kernel(const std::string& function_name, const 
                                         const std::vector<KernelParam>& params, const std::vector<UOp>& uops,
                                         const std::optional<std::vector<std::string>>& prefix) const {
   std::vector<std::string> pre = {"#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"};
+  // any half/bfloat16 value, vector or pointer needs the header and the vector structs
   std::vector<DType> halfs;
-  for (const UOp& u : uops)
-    if (is_fp16ish(u->dtype) && std::find(halfs.begin(), halfs.end(), u->dtype) == halfs.end()) halfs.push_back(u->dtype);
+  for (const UOp& u : uops) {
+    DType sc = u->dtype.scalar();
+    if (is_fp16ish(sc) && std::find(halfs.begin(), halfs.end(), sc) == halfs.end()) halfs.push_back(sc);
+  }
   for (DType dt : halfs) {
     pre.push_back(std::string("#include <cuda_") + (dt == dtypes::half ? "fp" : "bf") + "16.h>");
     for (int sz : {4, 8}) pre.push_back(make_cuda_dtype(*this, dt.vec(sz)));
