@@ -12,7 +12,7 @@
 namespace tg {
 
 namespace {
-using Ops_ = std::vector<std::string>;
+using Strs = std::vector<std::string>;
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < v.size(); i++) out += (i ? sep : "") + v[i];
@@ -39,18 +39,18 @@ bool is_parallel_range(const UOp& u) {
 // ------------------------------------------------------------------ the shared dialect
 
 CStyleLanguage::CStyleLanguage() {
-  auto un = [](const char* f) { return [f](const Ops_& o, DType) { return std::string(f) + "(" + o[0] + ")"; }; };
-  auto bin = [](const char* op) { return [op](const Ops_& o, DType) { return "(" + o[0] + op + o[1] + ")"; }; };
+  auto un = [](const char* f) { return [f](const Strs& o, DType) { return std::string(f) + "(" + o[0] + ")"; }; };
+  auto bin = [](const char* op) { return [op](const Strs& o, DType) { return "(" + o[0] + op + o[1] + ")"; }; };
   code_for_op = {
-      {UnaryOps::NEG, [](const Ops_& o, DType dt) { return dt == dtypes::bool_ ? "(!" + o[0] + ")" : "(-" + o[0] + ")"; }},
+      {UnaryOps::NEG, [](const Strs& o, DType dt) { return dt == dtypes::bool_ ? "(!" + o[0] + ")" : "(-" + o[0] + ")"; }},
       {UnaryOps::SQRT, un("sqrt")}, {UnaryOps::EXP2, un("exp2")}, {UnaryOps::LOG2, un("log2")}, {UnaryOps::SIN, un("sin")},
-      {UnaryOps::RECIP, [](const Ops_& o, DType) { return "(1/" + o[0] + ")"; }},
+      {UnaryOps::RECIP, [](const Strs& o, DType) { return "(1/" + o[0] + ")"; }},
       {BinaryOps::ADD, bin("+")}, {BinaryOps::MUL, bin("*")}, {BinaryOps::IDIV, bin("/")}, {BinaryOps::MOD, bin("%")},
-      {BinaryOps::MAX, [](const Ops_& o, DType) { return "max(" + o[0] + "," + o[1] + ")"; }},
+      {BinaryOps::MAX, [](const Strs& o, DType) { return "max(" + o[0] + "," + o[1] + ")"; }},
       {BinaryOps::CMPLT, bin("<")}, {BinaryOps::CMPNE, bin("!=")}, {BinaryOps::XOR, bin("^")},
       {BinaryOps::AND, bin("&")}, {BinaryOps::OR, bin("|")}, {BinaryOps::SHL, bin("<<")}, {BinaryOps::SHR, bin(">>")},
-      {TernaryOps::WHERE, [](const Ops_& o, DType) { return "(" + o[0] + "?" + o[1] + ":" + o[2] + ")"; }},
-      {TernaryOps::MULACC, [](const Ops_& o, DType) { return "((" + o[0] + "*" + o[1] + ")+" + o[2] + ")"; }},
+      {TernaryOps::WHERE, [](const Strs& o, DType) { return "(" + o[0] + "?" + o[1] + ":" + o[2] + ")"; }},
+      {TernaryOps::MULACC, [](const Strs& o, DType) { return "((" + o[0] + "*" + o[1] + ")+" + o[2] + ")"; }},
   };
 }
 
@@ -289,13 +289,13 @@ ClangRenderer::ClangRenderer(const std::string& half_type) {
   type_map = {{ScalarKind::bool_, "_Bool"}, {ScalarKind::float16, half_type}};
   // builtins need no headers; float64 uses the double versions, half computes in float
   auto builtin = [](const char* f) {
-    return [f](const Ops_& o, DType dt) { return std::string("__builtin_") + f + (dt == dtypes::float64 ? "" : "f") + "(" + o[0] + ")"; };
+    return [f](const Strs& o, DType dt) { return std::string("__builtin_") + f + (dt == dtypes::float64 ? "" : "f") + "(" + o[0] + ")"; };
   };
   code_for_op[UnaryOps::SQRT] = builtin("sqrt");
   code_for_op[UnaryOps::EXP2] = builtin("exp2");
   code_for_op[UnaryOps::LOG2] = builtin("log2");
   code_for_op[UnaryOps::SIN] = builtin("sin");
-  code_for_op[BinaryOps::MAX] = [](const Ops_& o, DType) { return "((" + o[0] + ">" + o[1] + ")?" + o[0] + ":" + o[1] + ")"; };
+  code_for_op[BinaryOps::MAX] = [](const Strs& o, DType) { return "((" + o[0] + ">" + o[1] + ")?" + o[0] + ":" + o[1] + ")"; };
 }
 
 // a union reinterprets the bits without breaking C's aliasing rules (a pointer cast would)
@@ -410,10 +410,10 @@ CUDARenderer::CUDARenderer(const std::string& arch) {
   type_map = {{ScalarKind::bfloat16, "nv_bfloat16"}};
   // half and bfloat16 have their own intrinsics
   auto half_un = [](const char* h, const char* f) {
-    return [h, f](const Ops_& o, DType dt) { return std::string(is_fp16ish(dt) ? h : f) + "(" + o[0] + ")"; };
+    return [h, f](const Strs& o, DType dt) { return std::string(is_fp16ish(dt) ? h : f) + "(" + o[0] + ")"; };
   };
-  code_for_op[UnaryOps::RECIP] = [](const Ops_& o, DType dt) { return is_fp16ish(dt) ? "hrcp(" + o[0] + ")" : "1/" + o[0]; };
-  code_for_op[BinaryOps::MAX] = [](const Ops_& o, DType dt) {
+  code_for_op[UnaryOps::RECIP] = [](const Strs& o, DType dt) { return is_fp16ish(dt) ? "hrcp(" + o[0] + ")" : "1/" + o[0]; };
+  code_for_op[BinaryOps::MAX] = [](const Strs& o, DType dt) {
     return std::string(is_fp16ish(dt) ? "__hmax" : "max") + "(" + o[0] + "," + o[1] + ")";
   };
   code_for_op[UnaryOps::SQRT] = half_un("hsqrt", "sqrt");
