@@ -301,6 +301,7 @@ struct PatternMatcher::Compiled {
   mutable std::vector<RuleStat> stats;
 
   explicit Compiled(std::vector<Rule> rs) : rules(std::move(rs)) {
+    if (track_stats()) StatRegistry::get();   // its report must run after static matchers are destroyed
     buckets.assign(static_cast<size_t>(kNumOps) * kArgCodes, {});
     stats.resize(rules.size());
     for (uint32_t r = 0; r < rules.size(); r++) {
@@ -330,7 +331,14 @@ struct PatternMatcher::Compiled {
   }
 };
 
-PatternMatcher::PatternMatcher(std::vector<Rule> rules) : c_(std::make_shared<Compiled>(std::move(rules))) {}
+// Brace-initialized tables share one source line, so a rule is named by its line, its index in
+// the table it was written in, and its pattern.
+PatternMatcher::PatternMatcher(std::vector<Rule> rules) {
+  for (size_t i = 0; i < rules.size(); i++)
+    if (rules[i].where.find('#') == std::string::npos)
+      rules[i].where += " #" + std::to_string(i) + " " + rules[i].pat.str().substr(0, 100);
+  c_ = std::make_shared<Compiled>(std::move(rules));
+}
 
 PatternMatcher PatternMatcher::operator+(const PatternMatcher& more) const {
   std::vector<Rule> all;
