@@ -1,5 +1,6 @@
 // tinygrad.cpp: everything public. #include <tg/tg.hpp>, namespace tg.
 #pragma once
+#include "tg/device.hpp"
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
-#include "tg/device.hpp"
+#include "tg/symbolic.hpp"
