@@ -3,4 +3,5 @@
 #include "tg/device.hpp"
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
+#include "tg/shapetracker.hpp"
 #include "tg/symbolic.hpp"
