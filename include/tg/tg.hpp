@@ -4,3 +4,4 @@
 #include "tg/helpers.hpp"
 #include "tg/device.hpp"
 #include "tg/symbolic.hpp"
+#include "tg/shapetracker.hpp"
