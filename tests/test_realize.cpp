@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "engine/realize.hpp"
+#include "lazy/lazy.hpp"
+#include "runtime/device.hpp"
 #include "shape/shapetracker_arg.hpp"
 
 using namespace tg;
@@ -177,4 +179,129 @@ TEST(Realize, NooptKeepsTheKernelPlain) {
   }
   EXPECT_NE(src_opt, src_noopt);   // hand-coded opts upcast by 4
   EXPECT_NE(src_noopt.find("ridx0 < 64"), std::string::npos) << src_noopt;
+}
+
+// ******************** through LazyBuffer + create_schedule ********************
+
+namespace {
+LazyBufferPtr lb_from(const std::vector<float>& v, const Shape& shape) {
+  return LazyBuffer::from_buffer(buf_from(v, dtypes::float32), shape);
+}
+std::vector<float> realize_lb(const LazyBufferPtr& x) {
+  run_schedule(create_schedule({x}));
+  EXPECT_TRUE(x->base()->realized());
+  return to_vec<float>(*x->base()->buffer);
+}
+}  // namespace
+
+TEST(RealizeLazy, ElementwiseWithConst) {
+  auto a = lb_from({1, 2, 3}, {3});
+  auto out = a->e(BinaryOps::ADD, a->const_(2.0));
+  EXPECT_EQ(realize_lb(out), std::vector<float>({3, 4, 5}));
+}
+
+TEST(RealizeLazy, ReduceThenElementwise) {
+  // (a * b).sum(axis=1) + 1 over 2x3
+  auto a = lb_from({1, 2, 3, 4, 5, 6}, {2, 3}), b = lb_from({1, 1, 1, 2, 2, 2}, {2, 3});
+  auto s = a->e(BinaryOps::MUL, b)->r(ReduceOps::SUM, {1});
+  auto out = s->e(BinaryOps::ADD, s->const_(1.0));
+  EXPECT_EQ(realize_lb(out), std::vector<float>({7, 31}));
+}
+
+TEST(RealizeLazy, PermutePadAndExpand) {
+  // transpose 2x3 -> 3x2, pad the rows by one on each side, multiply by a broadcast row
+  auto a = lb_from({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto t = a->permute({1, 0})->pad({{1, 1}, {0, 0}});          // 5x2
+  auto row = lb_from({10, 100}, {1, 2})->expand({5, 2});
+  auto out = t->e(BinaryOps::MUL, row)->contiguous();
+  EXPECT_EQ(realize_lb(out), std::vector<float>({0, 0, 10, 400, 20, 500, 30, 600, 0, 0}));
+}
+
+TEST(RealizeLazy, TwoKernelsWithAnIntermediate) {
+  // a.sum() expanded back over a forces two kernels
+  auto a = lb_from({1, 2, 3, 4}, {4});
+  auto s = a->r(ReduceOps::SUM, {0});   // shape (1,)
+  auto out = a->e(BinaryOps::ADD, s->expand({4}));
+  auto sched = create_schedule({out});
+  size_t n_kernels = 0;
+  for (auto& si : sched) n_kernels += si.kind == MetaOps::KERNEL;
+  EXPECT_EQ(n_kernels, 2u);
+  run_schedule(sched);
+  EXPECT_EQ(to_vec<float>(*out->base()->buffer), std::vector<float>({11, 12, 13, 14}));
+}
+
+// ******************** CUDA (skipped without a GPU) ********************
+
+namespace {
+bool has_cuda() { return cuda_device_count() > 0; }
+std::shared_ptr<Buffer> to_cuda(const std::shared_ptr<Buffer>& b) {
+  auto d = std::make_shared<Buffer>("CUDA", b->size, b->dtype);
+  copy_buffer(*d, *b);
+  return d;
+}
+std::vector<float> from_cuda(Buffer& b) {
+  std::vector<float> out(b.size);
+  b.copyout(out.data(), out.size() * sizeof(float));
+  return out;
+}
+}  // namespace
+
+TEST(RealizeCUDA, ElementwiseWithLocals) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 4096;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; i++) x[i] = static_cast<float>(i % 37);
+  auto in = to_cuda(buf_from(x, dtypes::float32));
+  auto out = std::make_shared<Buffer>("CUDA", n, dtypes::float32);
+  UOp v = load(1, dtypes::float32, sh({64, 64}));
+  UOp ast = sink(store(0, dtypes::float32, sh({64, 64}), v.alu(BinaryOps::ADD, cnst(1.0, dtypes::float32, sh({1, 1}).expand({64, 64})))));
+  run_schedule({kernel_item(ast, {out, in})});
+  auto got = from_cuda(*out);
+  for (int64_t i = 0; i < n; i++) ASSERT_FLOAT_EQ(got[i], x[i] + 1) << i;
+  EXPECT_NE(get_runner("CUDA", ast)->p.src.find("threadIdx"), std::string::npos);
+}
+
+TEST(RealizeCUDA, GroupedReduce) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  // 4 rows of 4096: hand-coded opts GROUPTOP the reduce through shared memory
+  const int64_t rows = 4, cols = 4096;
+  std::vector<float> x(rows * cols);
+  for (int64_t i = 0; i < rows * cols; i++) x[i] = static_cast<float>((i * 7) % 13);
+  auto in = to_cuda(buf_from(x, dtypes::float32));
+  auto out = std::make_shared<Buffer>("CUDA", rows, dtypes::float32);
+  UOp red(Ops::REDUCE_AXIS, dtypes::float32, {load(1, dtypes::float32, sh({rows, cols}))}, ReduceArg{ReduceOps::SUM, {1}});
+  UOp ast = sink(store(0, dtypes::float32, sh({rows, 1}), red));
+  run_schedule({kernel_item(ast, {out, in})});
+  auto got = from_cuda(*out);
+  for (int64_t r = 0; r < rows; r++) {
+    double want = 0;
+    for (int64_t c = 0; c < cols; c++) want += x[r * cols + c];
+    EXPECT_FLOAT_EQ(got[r], static_cast<float>(want)) << r;
+  }
+  EXPECT_NE(get_runner("CUDA", ast)->p.src.find("__shared__"), std::string::npos);
+}
+
+TEST(RealizeCUDA, MatvecAndCopyBack) {
+  if (!has_cuda()) GTEST_SKIP() << "no CUDA device";
+  // y = W x with W 64x256: the MV heuristic (GROUP, LOCAL, UPCAST); then COPY the result to the CPU
+  const int64_t m = 64, k = 256;
+  std::vector<float> w(m * k), xv(k);
+  for (int64_t i = 0; i < m * k; i++) w[i] = static_cast<float>(i % 5) - 2;
+  for (int64_t i = 0; i < k; i++) xv[i] = static_cast<float>(i % 3);
+  auto wb = to_cuda(buf_from(w, dtypes::float32)), xb = to_cuda(buf_from(xv, dtypes::float32));
+  auto y = std::make_shared<Buffer>("CUDA", m, dtypes::float32);
+  UOp mul = load(1, dtypes::float32, sh({1, k}).expand({m, k})).alu(BinaryOps::MUL, load(2, dtypes::float32, sh({m, k})));
+  UOp red(Ops::REDUCE_AXIS, dtypes::float32, {mul}, ReduceArg{ReduceOps::SUM, {1}});
+  UOp ast = sink(store(0, dtypes::float32, sh({m, 1}), red));
+  auto ycpu = std::make_shared<Buffer>("CPU", m, dtypes::float32);
+  ScheduleItem copy;
+  copy.kind = MetaOps::COPY;
+  copy.bufs = {ycpu, y};
+  run_schedule({kernel_item(ast, {y, xb, wb}), copy});
+  auto got = to_vec<float>(*ycpu);
+  for (int64_t r = 0; r < m; r++) {
+    double want = 0;
+    for (int64_t c = 0; c < k; c++) want += w[r * k + c] * xv[c];
+    EXPECT_FLOAT_EQ(got[r], static_cast<float>(want)) << r;
+  }
 }
