@@ -2,3 +2,4 @@
 #pragma once
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
+#include "tg/tensor.hpp"
