@@ -2,4 +2,5 @@
 #pragma once
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
+#include "tg/device.hpp"
 #include "tg/tensor.hpp"

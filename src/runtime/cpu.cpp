@@ -1,0 +1,234 @@
+// CPU device (tinygrad's ops_clang): C source -> clang (or cc) -> .so bytes -> dlopen, run on
+// the thread pool. Calling convention fixed with the C renderer: each source exports
+//   void NAME_call(void** bufs, const int* vals, int core_lo, int core_hi)
+// which runs the kernel for global index 0 in [core_lo, core_hi).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/device.hpp"
+#include "runtime/threadpool.hpp"
+#include "tg/helpers.hpp"
+
+extern char** environ;
+
+namespace tg {
+
+namespace {
+
+// ---- temp files and a subprocess, without a shell ----
+
+std::string tmpdir() {
+  std::string d = getenv_str("TMPDIR", "/tmp");
+  return d.empty() ? "/tmp" : d;
+}
+
+// Creates an empty temp file with this suffix and returns its path.
+std::string make_temp(const std::string& suffix) {
+  std::string path = tmpdir() + "/tg_XXXXXX" + suffix;
+  int fd = mkstemps(path.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) throw Error("CPU: can't create a temp file in " + tmpdir() + ": " + std::strerror(errno) + "; set TMPDIR to a writable folder");
+  close(fd);
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!f) throw Error("CPU: can't write " + path + ": disk full or not writable; set TMPDIR to another folder");
+}
+
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& suffix) : path(make_temp(suffix)) {}
+  ~TempFile() { unlink(path.c_str()); }
+};
+
+// Runs argv (PATH lookup), stdout+stderr to log. Returns the exit status; -1 with errno when exec failed.
+int run_process(const std::vector<std::string>& argv, const std::string& log, int& exec_errno) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) { exec_errno = rc; return -1; }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) { exec_errno = ENOENT; return -1; }   // shells, older libcs
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool on_path(const std::string& exe) {
+  std::string path = getenv_str("PATH", "/usr/bin:/bin");
+  std::stringstream ss(path);
+  for (std::string dir; std::getline(ss, dir, ':');)
+    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  for (std::string w; ss >> w;) r.push_back(w);
+  return r;
+}
+
+std::string numbered(const std::string& src) {
+  std::stringstream in(src), out;
+  int i = 1;
+  for (std::string line; std::getline(in, line); i++) out << (i < 10 ? "  " : i < 100 ? " " : "") << i << " " << line << "\n";
+  return out.str();
+}
+
+// ---- compiler ----
+
+class ClangCompiler : public Compiler {
+ public:
+  // CC overrides (may hold extra words, e.g. "ccache clang"); else clang, else the system cc.
+  static std::vector<std::string> cc() {
+    std::string env = getenv_str("CC", "");
+    if (!env.empty()) return split_words(env);
+    static const std::string found = on_path("clang") ? "clang" : "cc";
+    return {found};
+  }
+  static std::vector<std::string> flags() {
+    return {"-shared", "-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w", "-x", "c"};
+  }
+  // -march=native binaries only run on this kind of CPU, so a shared cache must tell CPUs apart
+  static const std::string& cpu_model() {
+    static const std::string model = [] {
+      std::ifstream f("/proc/cpuinfo");
+      for (std::string line; std::getline(f, line);)
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 1);
+      return std::string(" unknown");
+    }();
+    return model;
+  }
+  std::string cachekey() const override {
+    std::string k = "CPU" + cpu_model() + ":";
+    for (auto& w : cc()) k += " " + w;
+    for (auto& f : flags()) k += " " + f;
+    return k;
+  }
+  std::string compile(const std::string& src) override {
+    TempFile in(".c"), out(".so"), log(".log");
+    write_file(in.path, src);
+    std::vector<std::string> argv = cc();
+    auto fl = flags();
+    argv.insert(argv.end(), fl.begin(), fl.end());
+    argv.insert(argv.end(), {in.path, "-o", out.path, "-lm"});
+    int err = 0, rc = run_process(argv, log.path, err);
+    if (rc == -1)
+      throw Error("CPU compile: can't run the C compiler '" + argv[0] + "' (" + std::strerror(err) +
+                  "); install clang (apt-get install clang) or set CC to a working C compiler");
+    if (rc != 0)
+      throw Error("CPU compile failed (" + argv[0] + " exit " + std::to_string(rc) + "):\n" + read_file(log.path) +
+                  "source:\n" + numbered(src));
+    return read_file(out.path);
+  }
+};
+
+// ---- program ----
+
+using CallFn = void (*)(void**, const int*, int, int);
+
+class CPUProgram : public RuntimeProgram {
+ public:
+  CPUProgram(const std::string& name, const std::string& lib) : name_(name) {
+    TempFile so(".so");   // dlopen needs a file; unlinked once loaded
+    write_file(so.path, lib);
+    handle_ = dlopen(so.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) throw Error("CPU program " + name + ": dlopen failed: " + dlerror());
+    fn_ = reinterpret_cast<CallFn>(dlsym(handle_, (name + "_call").c_str()));
+    if (!fn_) {
+      dlclose(handle_);
+      throw Error("CPU program " + name + ": the binary has no entry point " + name +
+                  "_call(void** bufs, const int* vals, int core_lo, int core_hi); the C renderer must emit it");
+    }
+  }
+  ~CPUProgram() override { if (handle_) dlclose(handle_); }
+
+  double operator()(const std::vector<void*>& bufs, const std::vector<int64_t>& global_size,
+                    const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
+    auto t0 = std::chrono::steady_clock::now();
+    void** b = const_cast<void**>(bufs.data());
+    const int* v = vals.data();
+    int64_t g = global_size.empty() ? 1 : global_size[0];
+    int n = static_cast<int>(std::min<int64_t>(ThreadPool::default_threads(), g));
+    if (g <= 1 || n <= 1) {
+      fn_(b, v, 0, static_cast<int>(std::max<int64_t>(1, g)));
+    } else {
+      ThreadPool::global().parallel_for(n, [&](int i) {
+        fn_(b, v, static_cast<int>(g * i / n), static_cast<int>(g * (i + 1) / n));
+      });
+    }
+    if (!wait) return 0;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  std::string name_;
+  void* handle_ = nullptr;
+  CallFn fn_ = nullptr;
+};
+
+// ---- memory ----
+
+class MallocAllocator : public Allocator {
+ public:
+  void copyin(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  void copyout(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  const void* as_host(void* p) const override { return p; }
+ protected:
+  void* _alloc(size_t nbytes) override {
+    void* p = nullptr;
+    // 64-byte aligned so vector loads (float4, AVX) are aligned
+    if (posix_memalign(&p, 64, (nbytes + 63) / 64 * 64) != 0)
+      throw Error("CPU: out of memory allocating " + std::to_string(nbytes) + " bytes");
+    return p;
+  }
+  void _free(void* p, size_t) override { std::free(p); }
+};
+
+class CPUDevice : public Compiled {
+ public:
+  using Compiled::Compiled;
+  Allocator& allocator() override { return alloc_; }
+  Compiler& compiler() override { return compiler_; }
+  std::unique_ptr<RuntimeProgram> runtime(const std::string& fn_name, const std::string& lib) override {
+    return std::make_unique<CPUProgram>(fn_name, lib);
+  }
+  std::string renderer_kind() const override { return "C"; }
+
+ private:
+  MallocAllocator alloc_;
+  ClangCompiler compiler_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compiled> make_cpu_device(const std::string& name) { return std::make_unique<CPUDevice>(name); }
+
+}  // namespace tg

@@ -1,0 +1,311 @@
+// CUDA device (tinygrad's ops_cuda): the driver API (libcuda.so.1) and NVRTC (libnvrtc.so),
+// both loaded with dlopen at run time, so the library builds and runs where CUDA is absent.
+// Kernels compile to a CUBIN for the GPU's own sm_XX and launch with cuLaunchKernel; kernel
+// parameters are the buffers' device pointers, then the int variables, in order.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
+#include "runtime/device.hpp"
+#include "tg/helpers.hpp"
+
+namespace tg {
+
+namespace {
+
+// ---- the few driver and NVRTC entry points we use (no CUDA headers at build time) ----
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = void*;
+using CUmodule = void*;
+using CUfunction = void*;
+using CUstream = void*;
+using CUevent = void*;
+using nvrtcProgram = void*;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+
+struct CudaApi {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc_v2)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree_v2)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH_v2)(void*, CUdeviceptr, size_t);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void**, void**);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventDestroy_v2)(CUevent);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+
+  int (*nvrtcVersion)(int*, int*);
+  int (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
+  int (*nvrtcCompileProgram)(nvrtcProgram, int, const char* const*);
+  int (*nvrtcGetProgramLogSize)(nvrtcProgram, size_t*);
+  int (*nvrtcGetProgramLog)(nvrtcProgram, char*);
+  int (*nvrtcGetCUBINSize)(nvrtcProgram, size_t*);
+  int (*nvrtcGetCUBIN)(nvrtcProgram, char*);
+  int (*nvrtcDestroyProgram)(nvrtcProgram*);
+  const char* (*nvrtcGetErrorString)(int);
+
+  std::string error;          // why CUDA is unusable; empty when it loaded
+  std::string nvrtc_dir;      // folder NVRTC came from, for include paths
+};
+
+std::vector<std::string> nvrtc_candidates() {
+  std::vector<std::string> names{"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"}, dirs;
+  for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
+    if (auto v = getenv_str(env, ""); !v.empty()) dirs.push_back(v + "/lib64"), dirs.push_back(v + "/lib");
+  dirs.push_back("/usr/local/cuda/lib64");
+  dirs.push_back("/usr/local/cuda/targets/x86_64-linux/lib");
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/usr/local", ec))
+    if (e.path().filename().string().rfind("cuda-", 0) == 0) dirs.push_back(e.path().string() + "/lib64");
+  std::vector<std::string> r = names;
+  for (auto& d : dirs)
+    for (auto& n : names) r.push_back(d + "/" + n);
+  return r;
+}
+
+template <class F>
+bool load_sym(void* lib, const char* name, F& fn, std::string& err) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (!fn && err.empty()) err = std::string("symbol ") + name + " missing";
+  return fn != nullptr;
+}
+
+const CudaApi& api() {
+  static const CudaApi a = [] {
+    CudaApi a{};
+    void* cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cu) { a.error = "libcuda.so.1 not found (no NVIDIA driver installed)"; return a; }
+    std::string err;
+#define TG_CU(name) load_sym(cu, #name, a.name, err)
+    TG_CU(cuInit); TG_CU(cuDeviceGetCount); TG_CU(cuDeviceGet); TG_CU(cuDeviceGetAttribute); TG_CU(cuDevicePrimaryCtxRetain);
+    TG_CU(cuCtxSetCurrent); TG_CU(cuCtxSynchronize); TG_CU(cuMemAlloc_v2); TG_CU(cuMemFree_v2); TG_CU(cuMemcpyHtoD_v2);
+    TG_CU(cuMemcpyDtoH_v2); TG_CU(cuModuleLoadData); TG_CU(cuModuleUnload); TG_CU(cuModuleGetFunction); TG_CU(cuLaunchKernel);
+    TG_CU(cuEventCreate); TG_CU(cuEventRecord); TG_CU(cuEventSynchronize); TG_CU(cuEventElapsedTime); TG_CU(cuEventDestroy_v2);
+    TG_CU(cuGetErrorString);
+#undef TG_CU
+    if (!err.empty()) { a.error = "libcuda.so.1 is too old: " + err; return a; }
+    std::vector<std::string> cands = nvrtc_candidates();
+    void* rt = nullptr;
+    for (auto& c : cands)
+      if ((rt = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL))) { a.nvrtc_dir = std::filesystem::path(c).parent_path().string(); break; }
+    if (!rt) { a.error = "libnvrtc.so not found (install the CUDA toolkit's NVRTC, e.g. apt-get install libnvrtc12 / cuda-nvrtc, or set CUDA_PATH)"; return a; }
+#define TG_RTC(name) load_sym(rt, #name, a.name, err)
+    TG_RTC(nvrtcVersion); TG_RTC(nvrtcCreateProgram); TG_RTC(nvrtcCompileProgram); TG_RTC(nvrtcGetProgramLogSize);
+    TG_RTC(nvrtcGetProgramLog); TG_RTC(nvrtcGetCUBINSize); TG_RTC(nvrtcGetCUBIN); TG_RTC(nvrtcDestroyProgram); TG_RTC(nvrtcGetErrorString);
+#undef TG_RTC
+    if (!err.empty()) { a.error = "libnvrtc is too old (needs CUDA >= 11.1): " + err; return a; }
+    if (CUresult r = a.cuInit(0); r != 0) a.error = "cuInit failed with error " + std::to_string(r) + " (driver present but no usable GPU)";
+    return a;
+  }();
+  return a;
+}
+
+void check(CUresult r, const std::string& what) {
+  if (r == 0) return;
+  const char* s = nullptr;
+  api().cuGetErrorString(r, &s);
+  throw Error("CUDA error " + std::to_string(r) + " (" + (s ? s : "unknown") + ") in " + what);
+}
+
+// ---- compiler ----
+
+class CUDACompiler : public Compiler {
+ public:
+  explicit CUDACompiler(std::string arch) : arch_(std::move(arch)) {
+    api().nvrtcVersion(&major_, &minor_);
+    opts_ = {"--gpu-architecture=" + arch_};
+    for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
+      if (auto v = getenv_str(env, ""); !v.empty()) opts_.push_back("-I" + v + "/include");
+    if (!api().nvrtc_dir.empty()) opts_.push_back("-I" + api().nvrtc_dir + "/../include");
+    for (const char* d : {"/usr/local/cuda/include", "/usr/include", "/opt/cuda/include"}) opts_.push_back(std::string("-I") + d);
+    if (major_ * 100 + minor_ >= 1204) opts_.push_back("--minimal");   // faster compiles of small kernels
+  }
+  std::string cachekey() const override {
+    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin";
+  }
+  std::string compile(const std::string& src) override {
+    const CudaApi& a = api();
+    nvrtcProgram prog = nullptr;
+    if (int r = a.nvrtcCreateProgram(&prog, src.c_str(), "<tg>", 0, nullptr, nullptr); r != 0)
+      throw Error(std::string("CUDA compile: nvrtcCreateProgram failed: ") + a.nvrtcGetErrorString(r));
+    std::vector<const char*> o;
+    for (auto& s : opts_) o.push_back(s.c_str());
+    int r = a.nvrtcCompileProgram(prog, static_cast<int>(o.size()), o.data());
+    if (r != 0) {
+      size_t n = 0;
+      a.nvrtcGetProgramLogSize(prog, &n);
+      std::string log(n, '\0');
+      a.nvrtcGetProgramLog(prog, log.data());
+      a.nvrtcDestroyProgram(&prog);
+      throw Error(std::string("CUDA compile failed (NVRTC: ") + a.nvrtcGetErrorString(r) + ", " + arch_ + "):\n" + log.c_str() + "\nsource:\n" + src);
+    }
+    size_t n = 0;
+    a.nvrtcGetCUBINSize(prog, &n);
+    std::string bin(n, '\0');
+    a.nvrtcGetCUBIN(prog, bin.data());
+    a.nvrtcDestroyProgram(&prog);
+    return bin;
+  }
+
+ private:
+  std::string arch_;
+  int major_ = 0, minor_ = 0;
+  std::vector<std::string> opts_;
+};
+
+// ---- memory ----
+
+class CUDAAllocator : public Allocator {
+ public:
+  explicit CUDAAllocator(CUcontext ctx) : ctx_(ctx) {}
+  void copyin(void* dst, const void* src, size_t n) override {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(api().cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(dst), src, n), "cuMemcpyHtoD (" + std::to_string(n) + " bytes)");
+  }
+  void copyout(void* dst, const void* src, size_t n) override {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(api().cuMemcpyDtoH_v2(dst, reinterpret_cast<CUdeviceptr>(src), n), "cuMemcpyDtoH (" + std::to_string(n) + " bytes)");
+  }
+ protected:
+  void* _alloc(size_t nbytes) override {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    CUdeviceptr p = 0;
+    check(api().cuMemAlloc_v2(&p, nbytes), "cuMemAlloc (" + std::to_string(nbytes) + " bytes)");
+    return reinterpret_cast<void*>(p);
+  }
+  void _free(void* p, size_t) override {
+    api().cuCtxSetCurrent(ctx_);
+    api().cuMemFree_v2(reinterpret_cast<CUdeviceptr>(p));
+  }
+ private:
+  CUcontext ctx_;
+};
+
+// ---- program ----
+
+class CUDAProgram : public RuntimeProgram {
+ public:
+  CUDAProgram(CUcontext ctx, const std::string& name, const std::string& lib) : ctx_(ctx), name_(name) {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(api().cuModuleLoadData(&module_, lib.data()), "cuModuleLoadData for " + name);
+    if (CUresult r = api().cuModuleGetFunction(&fn_, module_, name.c_str()); r != 0) {
+      api().cuModuleUnload(module_);
+      check(r, "cuModuleGetFunction: no kernel named " + name + " in the module");
+    }
+  }
+  ~CUDAProgram() override { api().cuModuleUnload(module_); }
+
+  double operator()(const std::vector<void*>& bufs, const std::vector<int64_t>& global_size,
+                    const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
+    const CudaApi& a = api();
+    check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    std::vector<CUdeviceptr> ptrs(bufs.size());
+    std::vector<int> ints(vals);
+    std::vector<void*> params;
+    for (size_t i = 0; i < bufs.size(); i++) ptrs[i] = reinterpret_cast<CUdeviceptr>(bufs[i]), params.push_back(&ptrs[i]);
+    for (auto& v : ints) params.push_back(&v);
+    unsigned g[3] = {1, 1, 1}, l[3] = {1, 1, 1};
+    for (size_t i = 0; i < 3 && i < global_size.size(); i++) g[i] = static_cast<unsigned>(global_size[i]);
+    for (size_t i = 0; i < 3 && i < local_size.size(); i++) l[i] = static_cast<unsigned>(local_size[i]);
+    CUevent ev[2] = {nullptr, nullptr};
+    if (wait) {
+      for (auto& e : ev) check(a.cuEventCreate(&e, 0), "cuEventCreate");
+      check(a.cuEventRecord(ev[0], nullptr), "cuEventRecord");
+    }
+    check(a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, nullptr, params.data(), nullptr),
+          "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
+    if (!wait) return 0;
+    check(a.cuEventRecord(ev[1], nullptr), "cuEventRecord");
+    check(a.cuEventSynchronize(ev[1]), "kernel " + name_);
+    float ms = 0;
+    a.cuEventElapsedTime(&ms, ev[0], ev[1]);
+    for (auto& e : ev) a.cuEventDestroy_v2(e);
+    return ms * 1e-3;
+  }
+
+ private:
+  CUcontext ctx_;
+  CUmodule module_ = nullptr;
+  CUfunction fn_ = nullptr;
+  std::string name_;
+};
+
+class CUDADevice : public Compiled {
+ public:
+  CUDADevice(const std::string& name, int id) : Compiled(name) {
+    const CudaApi& a = api();
+    check(a.cuDeviceGet(&dev_, id), "cuDeviceGet(" + std::to_string(id) + ")");
+    check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+    int major = 0, minor = 0;
+    check(a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev_), "compute capability");
+    check(a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev_), "compute capability");
+    arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
+    alloc_ = std::make_unique<CUDAAllocator>(ctx_);
+    compiler_ = std::make_unique<CUDACompiler>(arch_);
+  }
+  Allocator& allocator() override { return *alloc_; }
+  Compiler& compiler() override { return *compiler_; }
+  std::unique_ptr<RuntimeProgram> runtime(const std::string& fn_name, const std::string& lib) override {
+    return std::make_unique<CUDAProgram>(ctx_, fn_name, lib);
+  }
+  void synchronize() override {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(api().cuCtxSynchronize(), "cuCtxSynchronize on " + name);
+  }
+  std::string renderer_kind() const override { return "CUDA"; }
+  std::string arch() const override { return arch_; }
+
+ private:
+  CUdevice dev_ = 0;
+  CUcontext ctx_ = nullptr;
+  std::string arch_;
+  std::unique_ptr<CUDAAllocator> alloc_;
+  std::unique_ptr<CUDACompiler> compiler_;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  const CudaApi& a = api();
+  if (!a.error.empty()) {
+    if (debug() >= 1) std::fprintf(stderr, "CUDA unavailable: %s\n", a.error.c_str());
+    return 0;
+  }
+  int n = 0;
+  return a.cuDeviceGetCount(&n) == 0 ? n : 0;
+}
+
+std::unique_ptr<Compiled> make_cuda_device(const std::string& name) {
+  const CudaApi& a = api();
+  if (!a.error.empty()) throw Error("get_device(" + name + "): CUDA is not available: " + a.error + "; use DEVICE=CPU");
+  size_t colon = name.find(':');
+  int id = 0;
+  try {
+    id = colon == std::string::npos ? 0 : std::stoi(name.substr(colon + 1));
+  } catch (const std::exception&) {
+    throw Error("get_device(" + name + "): the CUDA device number must be an integer, e.g. CUDA:1");
+  }
+  int n = cuda_device_count();
+  if (id < 0 || id >= n) throw Error("get_device(" + name + "): there are " + std::to_string(n) + " CUDA devices (CUDA:0 .. CUDA:" + std::to_string(n - 1) + ")");
+  return std::make_unique<CUDADevice>(name, id);
+}
+
+}  // namespace tg
