@@ -23,7 +23,11 @@ Tensor make_tensor(LazyBufferPtr lb, std::optional<bool> requires_grad) {
   return Tensor(std::move(d));
 }
 std::string resolve_device(const std::string& device) {
-  return device.empty() ? default_device() : canonicalize_device(device);
+  if (device.empty()) return Device::default_device();
+  std::string c = Device::canonicalize(device), kind = c.substr(0, c.find(':'));
+  if (kind != "CPU" && kind != "CUDA" && kind != "DISK")
+    throw Error("device: unknown device '" + device + "'; use CPU (CLANG), CUDA, CUDA:n or DISK:/path");
+  return c;
 }
 DType opts_dtype(const Opts& o, DType fallback) { return o.dtype.value_or(fallback); }
 int resolve_dim(const Tensor& t, int dim, const char* op, bool outer) {
