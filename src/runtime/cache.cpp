@@ -3,9 +3,10 @@
 // the stored key guards against collisions. WAL + a busy timeout make concurrent processes safe.
 #include "runtime/cache.hpp"
 
-#include <sqlite3.h>
+#include "runtime/sqlite_dl.hpp"
 
 #include <cctype>
+#include <type_traits>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
@@ -20,10 +21,10 @@ namespace {
 constexpr int kVersion = 1;
 
 struct Db {
-  sqlite3* conn = nullptr;
+  sqlite::db* conn = nullptr;
   std::string path;
   std::set<std::string> tables;   // created in this connection
-  ~Db() { if (conn) sqlite3_close(conn); }
+  ~Db() { if (conn) sqlite::api().close(conn); }
 };
 std::mutex& db_mutex() { static std::mutex m; return m; }
 Db& db() { static Db d; return d; }
@@ -45,29 +46,33 @@ std::string table_name(const std::string& table) {
 }
 
 // Returns the open connection, or nullptr when the database can't be used (warns at DEBUG>=1).
-sqlite3* connection() {
+sqlite::db* connection() {
   Db& d = db();
   std::string path = cachedb_path();
+  if (!sqlite::api().ok) {
+    if (debug() >= 1) std::fprintf(stderr, "diskcache: libsqlite3 not found, the disk cache is off\n");
+    return nullptr;
+  }
   if (d.conn && d.path == path) return d.conn;
-  if (d.conn) { sqlite3_close(d.conn); d.conn = nullptr; d.tables.clear(); }
+  if (d.conn) { sqlite::api().close(d.conn); d.conn = nullptr; d.tables.clear(); }
   d.path = path;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (sqlite3_open(path.c_str(), &d.conn) != SQLITE_OK) {
-    if (debug() >= 1) std::fprintf(stderr, "diskcache: can't open %s: %s\n", path.c_str(), d.conn ? sqlite3_errmsg(d.conn) : "");
-    sqlite3_close(d.conn);
+  if (sqlite::api().open(path.c_str(), &d.conn) != sqlite::OK) {
+    if (debug() >= 1) std::fprintf(stderr, "diskcache: can't open %s: %s\n", path.c_str(), d.conn ? sqlite::api().errmsg(d.conn) : "");
+    sqlite::api().close(d.conn);
     d.conn = nullptr;
     return nullptr;
   }
-  sqlite3_busy_timeout(d.conn, 60000);
-  sqlite3_exec(d.conn, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);   // may fail if another process holds it
+  sqlite::api().busy_timeout(d.conn, 60000);
+  sqlite::api().exec(d.conn, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);   // may fail if another process holds it
   return d.conn;
 }
 
 struct Stmt {
-  sqlite3_stmt* s = nullptr;
-  Stmt(sqlite3* c, const std::string& sql) { sqlite3_prepare_v2(c, sql.c_str(), -1, &s, nullptr); }
-  ~Stmt() { sqlite3_finalize(s); }
+  sqlite::stmt* s = nullptr;
+  Stmt(sqlite::db* c, const std::string& sql) { sqlite::api().prepare_v2(c, sql.c_str(), -1, &s, nullptr); }
+  ~Stmt() { sqlite::api().finalize(s); }
 };
 }  // namespace
 
@@ -83,18 +88,18 @@ std::optional<std::string> diskcache_get(const std::string& table, const std::st
   if (getenv("CACHELEVEL", 2) == 0) return std::nullopt;
   std::string tname = table_name(table);
   std::lock_guard<std::mutex> lock(db_mutex());
-  sqlite3* c = connection();
+  sqlite::db* c = connection();
   if (!c) return std::nullopt;
   Stmt st(c, "SELECT key, val FROM '" + tname + "' WHERE hash=?");
   if (!st.s) { DiskCacheStats::misses++; return std::nullopt; }   // table doesn't exist yet
   std::string h = hash_hex(key);
-  sqlite3_bind_text(st.s, 1, h.data(), (int)h.size(), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) == SQLITE_ROW) {
-    std::string k(static_cast<const char*>(sqlite3_column_blob(st.s, 0)), sqlite3_column_bytes(st.s, 0));
+  sqlite::api().bind_text(st.s, 1, h.data(), (int)h.size(), sqlite::TRANSIENT);
+  if (sqlite::api().step(st.s) == sqlite::ROW) {
+    std::string k(static_cast<const char*>(sqlite::api().column_blob(st.s, 0)), sqlite::api().column_bytes(st.s, 0));
     if (k == key) {
-      const void* v = sqlite3_column_blob(st.s, 1);
+      const void* v = sqlite::api().column_blob(st.s, 1);
       DiskCacheStats::hits++;
-      return std::string(static_cast<const char*>(v), sqlite3_column_bytes(st.s, 1));
+      return std::string(static_cast<const char*>(v), sqlite::api().column_bytes(st.s, 1));
     }
   }
   DiskCacheStats::misses++;
@@ -105,12 +110,12 @@ void diskcache_put(const std::string& table, const std::string& key, const std::
   if (getenv("CACHELEVEL", 2) == 0) return;
   std::string tname = table_name(table);
   std::lock_guard<std::mutex> lock(db_mutex());
-  sqlite3* c = connection();
+  sqlite::db* c = connection();
   if (!c) return;
   if (!db().tables.count(tname)) {
     std::string sql = "CREATE TABLE IF NOT EXISTS '" + tname + "' (hash TEXT PRIMARY KEY, key BLOB, val BLOB)";
-    if (sqlite3_exec(c, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
-      if (debug() >= 1) std::fprintf(stderr, "diskcache: can't create %s: %s\n", tname.c_str(), sqlite3_errmsg(c));
+    if (sqlite::api().exec(c, sql.c_str(), nullptr, nullptr, nullptr) != sqlite::OK) {
+      if (debug() >= 1) std::fprintf(stderr, "diskcache: can't create %s: %s\n", tname.c_str(), sqlite::api().errmsg(c));
       return;
     }
     db().tables.insert(tname);
@@ -118,24 +123,24 @@ void diskcache_put(const std::string& table, const std::string& key, const std::
   Stmt st(c, "REPLACE INTO '" + tname + "' (hash, key, val) VALUES (?, ?, ?)");
   if (!st.s) return;
   std::string h = hash_hex(key);
-  sqlite3_bind_text(st.s, 1, h.data(), (int)h.size(), SQLITE_TRANSIENT);
-  sqlite3_bind_blob(st.s, 2, key.data(), (int)key.size(), SQLITE_TRANSIENT);
-  sqlite3_bind_blob(st.s, 3, val.data(), (int)val.size(), SQLITE_TRANSIENT);
+  sqlite::api().bind_text(st.s, 1, h.data(), (int)h.size(), sqlite::TRANSIENT);
+  sqlite::api().bind_blob(st.s, 2, key.data(), (int)key.size(), sqlite::TRANSIENT);
+  sqlite::api().bind_blob(st.s, 3, val.data(), (int)val.size(), sqlite::TRANSIENT);
   // a failed write (disk full, read-only db) only costs a recompile later
-  if (sqlite3_step(st.s) == SQLITE_DONE) DiskCacheStats::puts++;
-  else if (debug() >= 1) std::fprintf(stderr, "diskcache: write to %s failed: %s\n", tname.c_str(), sqlite3_errmsg(c));
+  if (sqlite::api().step(st.s) == sqlite::DONE) DiskCacheStats::puts++;
+  else if (debug() >= 1) std::fprintf(stderr, "diskcache: write to %s failed: %s\n", tname.c_str(), sqlite::api().errmsg(c));
 }
 
 void diskcache_clear() {
   std::lock_guard<std::mutex> lock(db_mutex());
-  sqlite3* c = connection();
+  sqlite::db* c = connection();
   if (!c) return;
   std::vector<std::string> names;
   {
     Stmt st(c, "SELECT name FROM sqlite_master WHERE type='table'");
-    while (st.s && sqlite3_step(st.s) == SQLITE_ROW) names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0)));
+    while (st.s && sqlite::api().step(st.s) == sqlite::ROW) names.emplace_back(reinterpret_cast<const char*>(sqlite::api().column_text(st.s, 0)));
   }
-  for (auto& n : names) sqlite3_exec(c, ("DROP TABLE IF EXISTS '" + n + "'").c_str(), nullptr, nullptr, nullptr);
+  for (auto& n : names) sqlite::api().exec(c, ("DROP TABLE IF EXISTS '" + n + "'").c_str(), nullptr, nullptr, nullptr);
   db().tables.clear();
 }
 

@@ -218,6 +218,8 @@ static void compute_min_max(UOpNode& n) {
     default: break;
   }
   if (n.op != Ops::ALU || n.dtype.is_unsigned()) return;
+  for (const UOp& x : n.src)   // a comparison of floats has no integer bounds to reason with
+    if (!is_index_like(x->dtype)) return;
   const bool b = n.dtype.is_bool();
   // overflow-safe products and sums: give up (dtype range) if they would overflow
   auto add_ok = [](int64_t a, int64_t c, int64_t& r) { return !__builtin_add_overflow(a, c, &r); };
