@@ -3,5 +3,6 @@
 #include "tg/device.hpp"
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
+#include "tg/shapetracker.hpp"
 #include "tg/symbolic.hpp"
 #include "tg/tensor.hpp"
