@@ -243,7 +243,7 @@ TEST(LazyLifetime, DeepChainFreesWithoutRecursion) {
   {
     LazyBufferPtr c = x->e(BinaryOps::ADD, x);
     first = c;
-    for (int i = 0; i < 300000; i++) c = c->e(BinaryOps::MUL, x);
+    for (int i = 0; i < 200000; i++) c = c->e(BinaryOps::MUL, x);
   }
   EXPECT_TRUE(first.expired());
 }

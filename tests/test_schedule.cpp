@@ -77,6 +77,18 @@ TEST(Schedule, ReduceFusesElementwiseConsumer) {
   EXPECT_EQ(kernels({add(x->r(ReduceOps::SUM, {1}), y)}), 1u);
 }
 
+TEST(Schedule, ReduceReadThroughEqualViewsFuses) {
+  auto x = input({4, 8});
+  auto r = x->r(ReduceOps::SUM, {1});
+  auto v1 = r->reshape({4}), v2 = r->reshape({4});
+  ASSERT_NE(v1, v2);
+  EXPECT_EQ(kernels({mul(v1, v2)}), 1u);
+  // two different views of one reduce in one child can't fuse
+  auto y = input({4, 4, 8});
+  auto ry = y->r(ReduceOps::SUM, {2})->reshape({4, 4});
+  EXPECT_EQ(kernels({add(ry, ry->permute({1, 0}))}), 2u);
+}
+
 TEST(Schedule, LinearReluIsOneKernel) {
   auto x = input({4, 8}), w = input({8, 3}), b = input({3});
   auto xe = x->reshape({4, 1, 8})->expand({4, 3, 8});
@@ -278,5 +290,24 @@ TEST(MemoryPlanner, ReusesDeadIntermediates) {
   {
     Context ctx({{"NO_MEMORY_PLANNER", 1}});
     EXPECT_EQ(memory_planner(s)[2].bufs[0].get(), d);
+  }
+}
+
+TEST(Schedule, TrainingStyleLoopDoesNotGrow) {
+  auto w = input({8, 4});
+  auto storage = w->buffer;
+  size_t live_at_10 = 0;
+  for (int i = 0; i < 100; i++) {
+    std::weak_ptr<LazyBuffer> prev = w;
+    auto grad = w->r(ReduceOps::SUM, {1})->expand({8, 4});
+    w = w->assign(add(w, mul(grad, grad->const_(-0.1))));
+    auto s = create_schedule({w});
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[1].bufs[0], storage);
+    EXPECT_TRUE(w->srcs.empty());
+    s.clear();
+    EXPECT_TRUE(prev.expired()) << "iteration " << i;   // the old graph is gone
+    if (i == 10) live_at_10 = uop_live_count();
+    if (i == 99) EXPECT_EQ(uop_live_count(), live_at_10);
   }
 }

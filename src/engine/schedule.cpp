@@ -404,6 +404,17 @@ class GraphScheduler {
     }
   }
 
+  // the distinct views through which child reads base tr (equal views count once: tinygrad's
+  // lazycache would have made them one LazyBuffer)
+  static std::vector<LB> views_of(LB child, LB tr) {
+    std::vector<LB> ret;
+    for (auto& s : child->srcs) {
+      if (s->base().get() != tr) continue;
+      if (std::none_of(ret.begin(), ret.end(), [&](LB v) { return v == s.get() || v->st == s->st; })) ret.push_back(s.get());
+    }
+    return ret;
+  }
+
   bool padding_okay(LB buf, std::unordered_set<LB>& okay) {
     if (realizes_.contains(buf) || buf->realized() || okay.count(buf)) return true;
     if (is_unsafe_pad(*buf)) return false;
@@ -423,9 +434,7 @@ class GraphScheduler {
     }
     for (LB tr_next : children(tr).list()) {
       if (tr_next->is_reduce()) { group.insert(r); return; }   // max one reduce per kernel
-      std::vector<LB> st_childs;
-      for (auto& s : tr_next->srcs)
-        if (s->base().get() == tr && std::find(st_childs.begin(), st_childs.end(), s.get()) == st_childs.end()) st_childs.push_back(s.get());
+      std::vector<LB> st_childs = views_of(tr_next, tr);
       if (st_childs.size() > 1) { group.insert(r); return; }
       recursive_group(tr_next, st + st_childs[0]->st, r, group, cache);
     }
@@ -495,9 +504,7 @@ class GraphScheduler {
           ShapeTracker st = tr->st;
           while (children(tr).size() == 1) {
             LB tr_next = children(tr).list()[0];
-            std::vector<LB> st_childs;
-            for (auto& s : tr_next->srcs)
-              if (s->base().get() == tr && std::find(st_childs.begin(), st_childs.end(), s.get()) == st_childs.end()) st_childs.push_back(s.get());
+            std::vector<LB> st_childs = views_of(tr_next, tr);
             if (st_childs.size() > 1 || prod(st.shape()) != prod(st_childs[0]->shape())) break;
             st = st + st_childs[0]->st;
             if (!st.contiguous() || tr_next->is_reduce()) break;
