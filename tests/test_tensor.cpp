@@ -406,6 +406,19 @@ TEST(TensorRandom, Determinism) {
   EXPECT_NE(vals(Tensor::rand({5})), a);
 }
 
+// tinygrad 0.9.2's stream: threefry2x32 over counters [c, c+n/2) | [c+n/2, c+n) << 32, top 24 bits / 2^24.
+// Expected values from a direct transcription of Tensor.rand + uopgraph.threefry2x32 in Python.
+TEST(TensorRandom, MatchesTinygradThreefry) {
+  Tensor::manual_seed(42);
+  EXPECT_EQ(vals(Tensor::rand({5})), (std::vector<float>{0.1813475489616394f, 0.09483540058135986f, 0.3099043369293213f,
+                                                         0.5944817662239075f, 0.37459129095077515f}));
+  // the second call advances the counter by its own size first, as tinygrad 0.9.2 does
+  EXPECT_EQ(vals(Tensor::rand({5})), (std::vector<float>{0.3121015429496765f, 0.9974504113197327f, 0.08519607782363892f,
+                                                         0.7561848759651184f, 0.2849076986312866f}));
+  Tensor::manual_seed(1337);
+  EXPECT_EQ(vals(Tensor::rand({3})), (std::vector<float>{0.8846380710601807f, 0.3700893521308899f, 0.677267849445343f}));
+}
+
 TEST(TensorRandom, Distributions) {
   Tensor::manual_seed(0);
   std::vector<float> u = vals(Tensor::rand({10000}));
