@@ -5,3 +5,4 @@
 #include "tg/helpers.hpp"
 #include "tg/shapetracker.hpp"
 #include "tg/symbolic.hpp"
+#include "tg/tensor.hpp"
