@@ -305,3 +305,40 @@ TEST(RealizeCUDA, MatvecAndCopyBack) {
     EXPECT_FLOAT_EQ(got[r], static_cast<float>(want)) << r;
   }
 }
+
+// ******************** opts keep results ********************
+
+TEST(RealizeOpts, EveryOptComboGivesTheSameSums) {
+  // out[r] = sum_c (in[r, c] * 2) over 12x20, with each list of opts; PADTO pads the reduce with zeros
+  const int64_t rows = 12, cols = 20;
+  std::vector<float> x(rows * cols);
+  for (int64_t i = 0; i < rows * cols; i++) x[i] = static_cast<float>((i * 5) % 11) - 3;
+  auto in = buf_from(x, dtypes::float32);
+  UOp v = load(1, dtypes::float32, sh({rows, cols}));
+  UOp red(Ops::REDUCE_AXIS, dtypes::float32, {v.alu(BinaryOps::MUL, cnst(2.0, dtypes::float32, sh({1, 1}).expand({rows, cols})))},
+          ReduceArg{ReduceOps::SUM, {1}});
+  UOp ast = sink(store(0, dtypes::float32, sh({rows, 1}), red));
+  std::vector<float> want(rows, 0);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) want[r] += 2 * x[r * cols + c];
+  const std::vector<std::vector<Opt>> combos = {
+      {},
+      {{OptOps::UPCAST, 0, 4}},
+      {{OptOps::UNROLL, 0, 4}},
+      {{OptOps::UNROLL, 0, 0}},
+      {{OptOps::UPCAST, 0, 3}, {OptOps::UNROLL, 0, 5}},
+      {{OptOps::UPCAST, 0, 0}, {OptOps::UNROLL, 0, 2}},
+      {{OptOps::PADTO, 1, 32}, {OptOps::UNROLL, 0, 4}},
+      {{OptOps::PADTO, 0, 16}, {OptOps::UPCAST, 0, 4}},
+  };
+  for (const auto& opts : combos) {
+    Kernel k(ast, get_renderer("CPU"));
+    std::string desc;
+    for (const Opt& o : opts) k.apply_opt(o), desc += o.str() + " ";
+    CompiledRunner runner(k.to_program());
+    auto out = std::make_shared<Buffer>("CPU", rows, dtypes::float32);
+    out->ensure_allocated();
+    runner({out.get(), in.get()}, {}, false);
+    EXPECT_EQ(to_vec<float>(*out), want) << desc << "\n" << runner.p.src;
+  }
+}

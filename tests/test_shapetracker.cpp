@@ -259,3 +259,13 @@ TEST(ShapeTracker, BadInputThrows) {
   EXPECT_THROW(View::create({2, -1}), Error);
   EXPECT_THROW(sq.axis_is_masked(2), Error);
 }
+
+// Seed 003's walk-through, through the public API: the index of the two-view tracker renders as tinygrad's.
+TEST(ShapeTrackerSeed, ExprIdxsRender) {
+  auto st = tg::ShapeTracker::from_shape({10, 10}).permute({1, 0}).reshape({5, 2, 5, 2}).reshape({100});
+  EXPECT_EQ(st.views.size(), 2u);
+  auto [idx, valid] = st.expr_idxs();
+  EXPECT_EQ(idx.render(), "(((idx0%10)*10)+(idx0//10))");
+  EXPECT_TRUE(valid.is_const());
+  EXPECT_EQ(valid.const_value(), 1);
+}

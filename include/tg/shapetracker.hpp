@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "tg/symbolic.hpp"
+
 namespace tg {
 
 using Shape = std::vector<int64_t>;
@@ -81,6 +83,8 @@ class ShapeTracker {
   // (index, valid) as int32 / bool UOps over idxs (default: DEFINE_VAR "idx<i>" in [0, shape[i]-1]).
   // Not simplified: the lowerer's symbolic pass cleans them up.
   std::pair<UOp, UOp> to_indexed_uops(const std::vector<UOp>& idxs = {}) const;
+  // (index, valid) over variables idx0, idx1, ..., simplified: what the seeds print
+  std::pair<Expr, Expr> expr_idxs() const;
 
   std::string str() const;   // "ShapeTracker(views=(View(...),))"
   bool operator==(const ShapeTracker& o) const { return views == o.views; }

@@ -19,7 +19,8 @@ using LazyBufferPtr = std::shared_ptr<LazyBuffer>;
 
 // The op of a base LazyBuffer.
 using LBOp = std::variant<std::monostate, MetaOps, UnaryOps, BinaryOps, TernaryOps, ReduceOps>;
-// Its arg: CONST value, CAST target dtype, reduce axes, ASSIGN target view, COPY byte count.
+// Its arg: CONST value, CAST/BITCAST target dtype, reduce axes (sorted), ASSIGN target view (only when the
+// target view isn't contiguous), COPY byte count. CUSTOM carries no callable yet.
 using LBArg = std::variant<std::monostate, ConstType, DType, std::vector<int64_t>, ShapeTracker, int64_t>;
 
 class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
@@ -32,7 +33,7 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   LBOp op;
   LBArg arg;
   std::vector<LazyBufferPtr> srcs;          // cleared once realized, so the graph above is freed
-  std::shared_ptr<Buffer> buffer;
+  std::shared_ptr<Buffer> buffer;           // set by from_buffer, or by the scheduler (ensure_buffer)
   std::weak_ptr<LazyBuffer> contiguous_child;   // with contiguous_child_st: a contiguous copy of this base
   std::optional<ShapeTracker> contiguous_child_st;
   bool forced_realize = false;
@@ -42,7 +43,7 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
                               LBArg arg = {}, std::vector<LazyBufferPtr> srcs = {}, LazyBufferPtr base = nullptr);
   static LazyBufferPtr metaop(MetaOps op, const Shape& shape, DType dtype, const std::string& device,
                               LBArg arg = {}, std::vector<LazyBufferPtr> srcs = {});
-  // a realized buffer from host data
+  // a realized base over an existing Buffer (EMPTY op, no srcs); shape must have buf->size elements
   static LazyBufferPtr from_buffer(std::shared_ptr<Buffer> buf, const Shape& shape);
 
   const Shape& shape() const { return st.shape(); }

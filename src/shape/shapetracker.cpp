@@ -4,6 +4,7 @@
 #include "shape/index_form.hpp"
 #include "shape/shape_helpers.hpp"
 #include "tg/helpers.hpp"
+#include "uop/symbolic.hpp"
 #include "uop/uop.hpp"
 
 namespace tg {
@@ -200,6 +201,11 @@ size_t ShapeTracker::hash() const {
   size_t h = views.size();
   for (const View& v : views) h ^= v.hash() + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h;
+}
+
+std::pair<Expr, Expr> ShapeTracker::expr_idxs() const {
+  auto [idx, valid] = to_indexed_uops();
+  return {Expr(tg::simplify(idx)), Expr(tg::simplify(valid))};
 }
 
 }  // namespace tg
