@@ -163,10 +163,85 @@ void add_locals(Kernel& k) {
   }
 }
 
+// ---- CPU (no locals): vector lanes along the output's unit-stride axis, a register tile on top
+
+// stride of buffer i along axis, nullopt when it is not a plain stride (masked/merged views)
+std::optional<int64_t> stride_of(const Kernel& k, size_t i, int64_t axis) { return k.sts[i].real_strides()[axis]; }
+
+// An output axis where every buffer is contiguous (stride 1) or broadcast (stride 0), the output
+// contiguous: upcast there, loads and stores of consecutive lanes become vector loads and stores.
+std::optional<int64_t> cpu_vector_axis(const Kernel& k) {
+  for (int64_t axis = k.first_reduce() - 1; axis >= 0; axis--) {
+    if (k.full_shape()[axis] < 2 || stride_of(k, 0, axis) != 1) continue;
+    bool ok = true;
+    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+      auto st = stride_of(k, i, axis);
+      ok = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, axis);
+    }
+    if (ok) return axis;
+  }
+  return std::nullopt;
+}
+
+int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
+  for (int64_t c : cands)
+    if (n % c == 0) return c;
+  return 1;
+}
+
+void cpu_optimizations(Kernel& k) {
+  upcast_masked_axes(k);
+  const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
+  const int64_t lanes = std::clamp<int64_t>(k.opts->vector_bytes / itemsize, 1, 16);
+  std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k) : std::nullopt;
+  if (vaxis) {
+    const int64_t amt = largest_divisor(k.full_shape()[*vaxis], {lanes, lanes / 2, 4, 2});
+    if (amt > 1) {
+      if (debug() >= 4) std::cout << "cpu vector axis : " << *vaxis << " by " << amt << "\n";
+      k.apply_opt({OptOps::UPCAST, *vaxis, amt});
+    }
+  }
+  // a reduce whose inputs are broadcast along output axes (matmul, conv): a register tile, so one
+  // loaded vector feeds several accumulators
+  if (k.reduceop()) {
+    std::vector<std::tuple<int64_t, int64_t>> choices;   // (-size, axis)
+    for (int64_t axis = 0; axis < k.first_reduce(); axis++) {
+      if (vaxis && axis == *vaxis) continue;
+      bool broadcast = false;
+      for (size_t i = 1; i < k.bufs.size(); i++) broadcast = broadcast || stride_of(k, i, axis) == 0;
+      if (broadcast && largest_divisor(k.full_shape()[axis], {8, 4, 3}) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
+    }
+    std::sort(choices.begin(), choices.end());
+    if (!choices.empty()) {
+      const int64_t axis = std::get<1>(choices[0]);
+      k.apply_opt({OptOps::UPCAST, axis, largest_divisor(k.full_shape()[axis], {8, 4, 3})});
+    }
+  }
+  // small reduce loops are unrolled (conv windows); a long one over contiguous memory, when the
+  // output has no vector axis, is unrolled by a vector's lanes: the lowerer keeps a vector accumulator
+  if (k.first_reduce() < k.first_upcast()) {
+    const int64_t s = k.full_unupcasted_shape().back(), up = prod_range(k.full_shape(), k.first_upcast(), k.shape_len());
+    const int64_t raxis = static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1;
+    bool contiguous = true;
+    for (size_t i = 1; i < k.bufs.size() && contiguous; i++) {
+      auto st = stride_of(k, i, raxis);
+      contiguous = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, raxis);
+    }
+    if (s <= 32 && up * s <= 1024) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
+    else if (!vaxis && contiguous && lanes > 1 && s % lanes == 0 && up * lanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), lanes});
+  }
+  if (k.upcasted == 0 && k.first_reduce() == k.first_upcast() && k.first_reduce() > 0 && k.full_unupcasted_shape().back() % 4 == 0)
+    k.apply_opt({OptOps::UPCAST, static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1, 4});
+}
+
 }  // namespace
 
 Kernel& Kernel::hand_coded_optimizations() {
   required_optimizations();
+  if (!opts->has_local && getenv("CPU_HEURISTIC", 1)) {
+    cpu_optimizations(*this);
+    return *this;
+  }
   if (matvec(*this)) return *this;
   if (opts->has_local && opts->has_shared) grouptop(*this);
   if (group_for_reduces) return *this;   // no more opts when grouping

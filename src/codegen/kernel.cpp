@@ -480,6 +480,7 @@ const std::vector<UOp>& Kernel::linearize() {
   ropts.has_exp2 = opts->supports(UnaryOps::EXP2);
   ropts.has_log2 = opts->supports(UnaryOps::LOG2);
   ropts.has_sin = opts->supports(UnaryOps::SIN);
+  ropts.vector_bytes = getenv("VECTORIZE", 1) ? opts->vector_bytes : 0;
   lowered = full_graph_rewrite(sink, ropts);
   uops = ::tg::linearize(lowered);
   if (debug() >= 6)

@@ -68,6 +68,11 @@ ConstType ast_const(const UOp& x) {
   return x->as<double>();
 }
 
+// dtypes C vector extensions take (no bool vectors; half is computed in float)
+bool vector_acc_ok(DType dt) {
+  return dt.count == 1 && dt != dtypes::bool_ && dt.kind != ScalarKind::float16 && dt.kind != ScalarKind::bfloat16;
+}
+
 bool is_true(const UOp& v) { return v->op == Ops::CONST && v->dtype == dtypes::bool_ && const_to_int(v.const_value()) == 1; }
 
 class Lowerer {
@@ -175,6 +180,15 @@ class Lowerer {
       int64_t cnt = 1;
       for (size_t i = 1; i < contract_axis.size(); i += 2) cnt *= contract_axis[i];
       UOp c(Ops::CONTRACT, x->dtype.vec(static_cast<int>(cnt)), {in}, contract_axis);
+      // (C vector types have a power-of-two number of lanes)
+      if (src.size() > 1 && opts_.vector_bytes > 0 && vector_acc_ok(x->dtype) && (cnt & (cnt - 1)) == 0 && cnt <= 64) {
+        // a vector accumulator: the unrolled lanes are summed across them only after the loop
+        src[0] = c;
+        UOp r(Ops::REDUCE, c->dtype, src, alu_op);
+        ret = r.gep(0);
+        for (int64_t i = 1; i < cnt; i++) ret = ret.alu(alu_op, r.gep(i));
+        return ret;
+      }
       ret = c.gep(0);
       for (int64_t i = 1; i < cnt; i++) ret = ret.alu(alu_op, c.gep(i));
       src[0] = ret;

@@ -385,7 +385,8 @@ UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts) {
   const Passes& p = passes_for(opts);
   UOp s = graph_rewrite(sink, p.folder);
   s = graph_rewrite(s, p.expand);
-  return graph_rewrite(s, p.reduce);
+  s = graph_rewrite(s, p.reduce);
+  return opts.vector_bytes > 0 ? vectorize_stores(s, opts.vector_bytes) : s;
 }
 
 }  // namespace tg

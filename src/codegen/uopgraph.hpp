@@ -18,6 +18,7 @@ namespace tg {
 struct RendererOpts {
   bool supports_float4 = false;
   bool has_exp2 = true, has_log2 = true, has_sin = true;
+  int64_t vector_bytes = 0;   // > 0: rebuild vectors of up to this many bytes from the lanes (vectorizer.cpp)
 };
 
 const PatternMatcher& constant_folder();
@@ -34,6 +35,10 @@ UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts = {});
 UOp xexp2(const UOp& d);
 UOp xlog2(const UOp& d);
 UOp xsin(const UOp& d, bool fast = false, double switch_over = 30.0);
+
+// vectorizer.cpp: consecutive scalar stores -> vector stores, their values vectorized lane by lane
+// (vector ALU, loads, accumulators); exact by construction. For C targets with vector extensions.
+UOp vectorize_stores(const UOp& sink, int64_t max_bytes);
 
 // EXPAND/CONTRACT args as (axis, size) pairs.
 std::vector<std::pair<int64_t, int64_t>> expand_args(const Arg& a);

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "engine/search.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
 
@@ -127,7 +128,24 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
   if (debug() >= 5) std::cout << ast.str() << std::endl;
   auto k = std::make_unique<Kernel>(ast, renderer);
   k->required_optimizations();
-  if (!getenv("NOOPT")) k->hand_coded_optimizations();
+  if (getenv("NOOPT")) return k;
+  k->hand_coded_optimizations();
+  if (const int64_t beam = getenv("BEAM"); beam >= 1) {
+    Kernel kb(ast, renderer);
+    kb.required_optimizations();
+    auto rawbufs = bufs_from_lin(kb, false);   // allocated only when the search runs (not on a cache hit)
+    auto kbeam = beam_search(kb, rawbufs, static_cast<int>(beam), getenv("BEAM_ESTIMATE", 1) != 0);
+    if (getenv("BEAM_COMPARE", 1)) {
+      // the search's pick against the hand-coded one, timed in full with cold caches
+      const double tb = time_linearizer(*kbeam, rawbufs, false, 0, 3, true), th = time_linearizer(*k, rawbufs, false, 0, 3, true);
+      if (debug() >= 1)
+        std::cout << "beam" << beam << " : " << kbeam->colored_shape(30, true) << " : " << tb * 1e3 << " ms  vs  hc : "
+                  << k->colored_shape(30, true) << " : " << th * 1e3 << " ms" << std::endl;
+      if (tb <= th) k = std::move(kbeam);
+    } else {
+      k = std::move(kbeam);
+    }
+  }
   return k;
 }
 

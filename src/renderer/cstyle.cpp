@@ -281,6 +281,7 @@ ClangRenderer::ClangRenderer(const std::string& half_type) {
   float4 = "(float4)";
   has_local = false;
   cpu_threads = true;
+  vector_bytes = 64;   // one AVX-512 register; narrower machines split it
   global_max.clear();
   local_max.clear();
   infinity = "__builtin_inff()";
@@ -296,6 +297,18 @@ ClangRenderer::ClangRenderer(const std::string& half_type) {
   code_for_op[UnaryOps::LOG2] = builtin("log2");
   code_for_op[UnaryOps::SIN] = builtin("sin");
   code_for_op[BinaryOps::MAX] = [](const Strs& o, DType) { return "((" + o[0] + ">" + o[1] + ")?" + o[0] + ":" + o[1] + ")"; };
+}
+
+// vector loads and stores by memcpy: the address need not be aligned to the vector's size
+std::string ClangRenderer::render_load(DType out, const std::string& buf, DType buf_dtype, const std::string& idx, bool local) const {
+  if (out.count == 1) return CStyleLanguage::render_load(out, buf, buf_dtype, idx, local);
+  const std::string t = render_dtype(out);
+  return "({" + t + " v_; __builtin_memcpy(&v_, " + buf + "+" + idx + ", sizeof(v_)); v_;})";
+}
+std::string ClangRenderer::render_store(const std::string& buf, DType buf_dtype, const std::string& var, DType var_dtype,
+                                        const std::string& idx, bool local) const {
+  if (var_dtype.count == 1) return CStyleLanguage::render_store(buf, buf_dtype, var, var_dtype, idx, local);
+  return "{ " + render_dtype(var_dtype) + " v_ = " + var + "; __builtin_memcpy(" + buf + "+" + idx + ", &v_, sizeof(v_)); }";
 }
 
 // a union reinterprets the bits without breaking C's aliasing rules (a pointer cast would)

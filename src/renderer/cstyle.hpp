@@ -62,6 +62,9 @@ class ClangRenderer : public CStyleLanguage {
   std::string render_range(const UOp& u, const std::string& var, const std::string& start, const std::string& end) const override;
   std::vector<std::string> kernel_extra_args(const std::vector<UOp>& uops) const override;
   std::string render_cast(const std::string& x, DType dt, bool bitcast = false) const override;
+  std::string render_load(DType out, const std::string& buf, DType buf_dtype, const std::string& idx, bool local) const override;
+  std::string render_store(const std::string& buf, DType buf_dtype, const std::string& var, DType var_dtype, const std::string& idx,
+                           bool local) const override;
   std::string render_kernel(const std::string& function_name, const std::vector<std::string>& kernel,
                             const std::vector<KernelParam>& params, const std::vector<UOp>& uops,
                             const std::optional<std::vector<std::string>>& prefix) const override;

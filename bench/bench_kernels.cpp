@@ -1,0 +1,135 @@
+// Kernel speed against this machine's limits (JSON lines): elementwise a*b+1 and sum on 2^24 fp32
+// (GB/s), a 1024^3 fp32 matmul and a conv2d forward (GFLOPS), each with default opts, NOOPT=1 and
+// BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
+// Limits: LIMITS=<file of limits.sh JSON lines>, else it runs LIMITS_SH (default
+// /work/shared/bench/limits.sh). BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
+// CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "engine/realize.hpp"
+#include "engine/search.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+std::map<std::string, double> read_limits() {
+  std::string text;
+  if (std::string f = getenv_str("LIMITS"); !f.empty()) {
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  } else {
+    std::string cmd = "sh " + getenv_str("LIMITS_SH", "/work/shared/bench/limits.sh") + " 2>/dev/null";
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      char buf[512];
+      while (fgets(buf, sizeof(buf), p)) text += buf;
+      pclose(p);
+    }
+  }
+  std::map<std::string, double> ret;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) {
+    auto k = line.find("\"limit\":\""), v = line.find("\"value\":");
+    if (k == std::string::npos || v == std::string::npos) continue;
+    k += 9;
+    ret[line.substr(k, line.find('"', k) - k)] = std::stod(line.substr(v + 8));
+    std::printf("%s\n", line.c_str());
+  }
+  return ret;
+}
+
+// Minimum time of one kernel: at least 2 runs, more while under ~1 s in total (up to 10).
+double time_runner(CompiledRunner& r, const std::vector<Buffer*>& bufs) {
+  double best = 1e30, total = 0;
+  for (int i = 0; i < 10 && (i < 2 || total < 1.0); i++) {
+    double t = *r(bufs, {}, true);
+    best = std::min(best, t), total += t;
+  }
+  return best;
+}
+
+struct Result {
+  double seconds = 0;
+  std::string opts, names;
+};
+
+// Builds, compiles and times every kernel of the schedule in one mode; returns their summed time.
+Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode) {
+  Result res;
+  for (const ScheduleItem& si : sched) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    const Renderer& ren = get_renderer(si.bufs[0]->device);
+    std::unique_ptr<Kernel> k;
+    if (mode == "beam") {
+      Kernel kb(si.ast, ren);
+      kb.required_optimizations();
+      auto rawbufs = bufs_from_lin(kb);
+      k = beam_search(kb, rawbufs, 2);
+    } else {
+      Context ctx({{"NOOPT", mode == "noopt" ? 1 : 0}, {"BEAM", 0}});
+      k = get_kernel(ren, si.ast);
+    }
+    CompiledRunner r(k->to_program());
+    std::vector<Buffer*> bufs;
+    for (auto& b : si.bufs) bufs.push_back(&b->ensure_allocated());
+    res.seconds += time_runner(r, bufs);
+    res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
+    res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
+  }
+  return res;
+}
+
+struct Case {
+  std::string name, unit, limit_key;
+  double work;   // bytes or flops
+  std::function<Tensor()> build;
+};
+
+}  // namespace
+
+int main() {
+  auto limits = read_limits();
+  const int64_t N = int64_t{1} << 24, conv_b = getenv("CONV_BATCH", 64);
+  // host-made data: Tensor::rand's arange is a quadratic reduce until loop collapse lands in uopgraph
+  auto data = [](Shape s) {
+    std::vector<float> v(prod(s));
+    for (size_t i = 0; i < v.size(); i++) v[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
+    return Tensor::from(v, s).realize();
+  };
+  Tensor a = data({N}), b = data({N}), ma = data({1024, 1024}), mb = data({1024, 1024});
+  Tensor cx = data({conv_b, 32, 24, 24}), cw = data({32, 32, 5, 5});
+  std::vector<Case> cases = {
+      {"elementwise", "GBps", "elementwise_GBps", 3.0 * 4 * N, [&] { return a * b + 1; }},
+      {"sum", "GBps", "sum_GBps", 4.0 * N, [&] { return a.sum(); }},
+      {"matmul", "GFLOPS", "gemm1024_gflops", 2.0 * 1024 * 1024 * 1024, [&] { return ma.matmul(mb); }},
+      {"conv2d", "GFLOPS", "gemm1024_gflops", 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, [&] { return cx.conv2d(cw); }},
+  };
+  const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
+  for (const Case& c : cases) {
+    if (!only.empty() && only.find(c.name) == std::string::npos) continue;
+    Tensor out = c.build();
+    std::vector<ScheduleItem> sched = out.schedule();
+    for (const ScheduleItem& si : sched) lower_schedule_item(si).run();   // allocates and fills every buffer once
+    std::stringstream ms(modes);
+    for (std::string mode; std::getline(ms, mode, ',');) {
+      auto t0 = clk::now();
+      Result r = run_mode(sched, mode);
+      double build_s = std::chrono::duration<double>(clk::now() - t0).count();
+      double value = c.work / r.seconds / 1e9, limit = limits.count(c.limit_key) ? limits[c.limit_key] : 0;
+      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f}\n",
+                  c.name.c_str(), mode.c_str(), c.unit.c_str(), value, r.seconds * 1e3, limit, limit > 0 ? value / limit : 0.0,
+                  r.names.c_str(), r.opts.c_str(), build_s);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,224 @@
+// CPU vectorizer: after the expander has made every upcast lane a scalar copy, rebuild vectors from
+// the stores down (superword-level parallelism). Stores to consecutive addresses become one vector
+// store; their values are vectorized lane by lane: same-op float ADD/MUL/NEG become one vector ALU,
+// loads of consecutive addresses one vector load, a value shared by all lanes a broadcast, and a
+// group of reduce accumulators (PHI of DEFINE_ACC) one vector accumulator. Anything else is built
+// from its scalar lanes (VECTORIZE), so the result is always exact. The C compiler then keeps the
+// accumulators of a register-tiled matmul in vector registers, which its own SLP pass fails to do.
+#include <algorithm>
+#include <map>
+
+#include "codegen/uopgraph.hpp"
+#include "uop/pattern.hpp"
+#include "tg/helpers.hpp"
+
+namespace tg {
+
+namespace {
+
+struct Vec {
+  UOp u;
+  bool real;   // a vector op, not a VECTORIZE of scalar lanes
+};
+
+bool is_alu(const UOp& u, BinaryOps op) { return u->op == Ops::ALU && u->is<BinaryOps>() && u->as<BinaryOps>() == op; }
+
+// idx = base + constant offset (base is null for a constant idx)
+std::pair<UOp, int64_t> base_offset(const UOp& idx) {
+  if (idx->op == Ops::CONST) return {UOp(), const_to_int(idx.const_value())};
+  if (is_alu(idx, BinaryOps::ADD)) {
+    if (idx->src[1]->op == Ops::CONST) return {idx->src[0], const_to_int(idx->src[1].const_value())};
+    if (idx->src[0]->op == Ops::CONST) return {idx->src[1], const_to_int(idx->src[0].const_value())};
+  }
+  return {idx, 0};
+}
+
+UOp make_index(const UOp& base, int64_t off) {
+  if (!base) return UOp::const_(dtypes::int32, off);
+  return off == 0 ? base : UOp(Ops::ALU, base->dtype, {base, UOp::const_(base->dtype, off)}, BinaryOps::ADD);
+}
+
+// which lane sources look alike: commutative operands are put in the order of lane 0's
+std::string sig(const UOp& u) {
+  std::string s = to_string(u->op);
+  if (u->op == Ops::ALU || u->op == Ops::LOAD) s += arg_str(u->arg);
+  if (u->op == Ops::LOAD) s += std::to_string(reinterpret_cast<uintptr_t>(u->src[0].get()));
+  return s;
+}
+
+// C vector extensions have no bool vectors; half is computed in float
+bool vector_dtype_ok(DType dt) {
+  return dt.count == 1 && dt != dtypes::bool_ && dt.kind != ScalarKind::float16 && dt.kind != ScalarKind::bfloat16 &&
+         dt.kind != ScalarKind::void_;
+}
+
+bool vector_alu_ok(const UOp& u) {
+  if (u->op != Ops::ALU || !u->dtype.is_float() || u->dtype.kind == ScalarKind::float16 || u->dtype.kind == ScalarKind::bfloat16)
+    return false;
+  if (u->is<BinaryOps>()) return u->as<BinaryOps>() == BinaryOps::ADD || u->as<BinaryOps>() == BinaryOps::MUL;
+  return u->is<UnaryOps>() && u->as<UnaryOps>() == UnaryOps::NEG;
+}
+
+class Vectorizer {
+ public:
+  Vec vec(const std::vector<UOp>& lanes) {
+    std::vector<const UOpNode*> key;
+    for (const UOp& l : lanes) key.push_back(l.get());
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    Vec v = build(lanes);
+    memo_.emplace(std::move(key), v);
+    return v;
+  }
+
+ private:
+  DType vdt(const std::vector<UOp>& lanes) const { return lanes[0]->dtype.vec(static_cast<int>(lanes.size())); }
+  Vec gather(const std::vector<UOp>& lanes) {
+    if (lanes[0]->op == Ops::LOAD) load_gathers_++;
+    return {UOp(Ops::VECTORIZE, vdt(lanes), lanes), false};
+  }
+
+  Vec build(const std::vector<UOp>& lanes) {
+    const UOp& l0 = lanes[0];
+    const size_t n = lanes.size();
+    auto all = [&](auto pred) { return std::all_of(lanes.begin(), lanes.end(), pred); };
+    TG_ASSERT(vector_dtype_ok(l0->dtype), "can't vectorize lanes of " + l0->dtype.str());
+    if (all([&](const UOp& u) { return u == l0; })) return {UOp(Ops::VECTORIZE, vdt(lanes), lanes), l0->op != Ops::CONST};
+    if (l0->op == Ops::ALU && all([&](const UOp& u) { return u->op == Ops::ALU && u->arg == l0->arg && u->dtype == l0->dtype; }))
+      return alu(lanes);
+    if (l0->op == Ops::LOAD && l0->src.size() == 2 &&
+        all([&](const UOp& u) { return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0] == l0->src[0] && u->dtype == l0->dtype; })) {
+      auto [base, off] = base_offset(l0->src[1]);
+      bool consecutive = true;
+      for (size_t j = 1; j < n && consecutive; j++) {
+        auto [b, o] = base_offset(lanes[j]->src[1]);
+        consecutive = b == base && o == off + static_cast<int64_t>(j);
+      }
+      if (consecutive) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
+    }
+    if (l0->op == Ops::PHI && all([&](const UOp& u) { return u->op == Ops::PHI && u->dtype == l0->dtype; })) return phi(lanes);
+    if (l0->op == Ops::GEP && l0->src[0]->dtype.count == static_cast<int>(n)) {
+      bool identity = true;
+      for (size_t j = 0; j < n && identity; j++)
+        identity = lanes[j]->op == Ops::GEP && lanes[j]->src[0] == l0->src[0] && lanes[j]->as<int64_t>() == static_cast<int64_t>(j);
+      if (identity) return {l0->src[0], true};
+    }
+    return gather(lanes);
+  }
+
+  Vec alu(const std::vector<UOp>& lanes) {
+    const UOp& l0 = lanes[0];
+    std::vector<std::vector<UOp>> cols(l0->src.size());
+    const bool commutative = is_alu(l0, BinaryOps::ADD) || is_alu(l0, BinaryOps::MUL);
+    for (const UOp& u : lanes) {
+      std::vector<UOp> s = u->src;
+      if (commutative && sig(s[0]) != sig(l0->src[0]) && sig(s[1]) == sig(l0->src[0])) std::swap(s[0], s[1]);
+      for (size_t k = 0; k < s.size(); k++) cols[k].push_back(s[k]);
+    }
+    std::vector<Vec> vsrc;
+    bool any_real = false;
+    for (auto& c : cols) {
+      if (!vector_dtype_ok(c[0]->dtype)) return gather(lanes);
+      vsrc.push_back(vec(c));
+      any_real = any_real || vsrc.back().real;
+    }
+    if (!any_real) return gather(lanes);
+    std::vector<UOp> srcs;
+    for (const Vec& v : vsrc) srcs.push_back(v.u);
+    if (vector_alu_ok(l0)) return {UOp(Ops::ALU, vdt(lanes), srcs, l0->arg), true};
+    // an op C can't apply to vectors: per lane on the vectorized sources
+    std::vector<UOp> outs;
+    for (size_t j = 0; j < lanes.size(); j++) {
+      std::vector<UOp> s;
+      for (const UOp& v : srcs) s.push_back(v.gep(static_cast<int64_t>(j)));
+      outs.push_back(UOp(Ops::ALU, l0->dtype, s, l0->arg));
+    }
+    return {UOp(Ops::VECTORIZE, vdt(lanes), outs), true};
+  }
+
+  // PHI(DEFINE_ACC_j, value_j) for all lanes -> one vector accumulator over the same loops
+  Vec phi(const std::vector<UOp>& lanes) {
+    std::vector<UOp> accs, inits, vals;
+    for (const UOp& u : lanes) {
+      const UOp& acc = u->src[0];
+      if (acc->op != Ops::DEFINE_ACC || acc->src.size() != lanes[0]->src[0]->src.size()) return gather(lanes);
+      for (size_t k = 1; k < acc->src.size(); k++)
+        if (acc->src[k] != lanes[0]->src[0]->src[k]) return gather(lanes);
+      accs.push_back(acc), inits.push_back(acc->src[0]), vals.push_back(u->src[1]);
+    }
+    const int64_t gathers_before = load_gathers_;
+    std::vector<UOp> src{vec(inits).u};
+    src.insert(src.end(), accs[0]->src.begin() + 1, accs[0]->src.end());
+    UOp vacc(Ops::DEFINE_ACC, vdt(lanes), src, accs[0]->arg);
+    std::vector<const UOpNode*> key;
+    for (const UOp& a : accs) key.push_back(a.get());
+    memo_[key] = {vacc, true};
+    Vec v = vec(vals);
+    // lanes that read scattered memory keep scalar accumulators: the C compiler vectorizes each
+    // reduce loop by itself then (a vector of gathers in the loop would be slower)
+    if (load_gathers_ > gathers_before) return gather(lanes);
+    return {UOp(Ops::PHI, vdt(lanes), {vacc, v.u}), true};
+  }
+
+  std::map<std::vector<const UOpNode*>, Vec> memo_;
+  int64_t load_gathers_ = 0;
+};
+
+}  // namespace
+
+UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
+  TG_ASSERT(sink_in->op == Ops::SINK, "vectorize_stores needs a SINK");
+  Vectorizer v;
+  // vector accumulators (from unrolled reduces) get their per-lane update rebuilt as vector ops
+  const PatternMatcher phis({{UPat(Ops::PHI), [&v](const Match& m) -> std::optional<UOp> {
+    const UOp& phi = *m.root;
+    if (phi->dtype.count == 1 || phi->src[1]->op != Ops::VECTORIZE || !vector_dtype_ok(phi->dtype.scalar())) return std::nullopt;
+    Vec val = v.vec(phi->src[1]->src);
+    if (!val.real) return std::nullopt;
+    return UOp(Ops::PHI, phi->dtype, {phi->src[0], val.u}, phi->arg);
+  }}});
+  const UOp sink = graph_rewrite(sink_in, phis);
+  // ungated scalar stores grouped by (buffer, base index), by offset
+  std::map<std::pair<const UOpNode*, const UOpNode*>, std::map<int64_t, UOp>> groups;
+  std::vector<UOp> keep;
+  for (const UOp& s : sink->src) {
+    if (s->op != Ops::STORE || s->src.size() != 3 || !vector_dtype_ok(s->src[2]->dtype) || s->src[0]->op != Ops::DEFINE_GLOBAL) {
+      keep.push_back(s);
+      continue;
+    }
+    auto [base, off] = base_offset(s->src[1]);
+    if (!groups[{s->src[0].get(), base.get()}].emplace(off, s).second) keep.push_back(s);
+  }
+  bool changed = sink != sink_in;
+  for (auto& [_, by_off] : groups) {
+    std::vector<UOp> run;
+    auto flush = [&] {
+      size_t i = 0;
+      const int64_t max_lanes = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, run.empty() ? 1 : run[0]->src[2]->dtype.itemsize()));
+      while (i < run.size()) {
+        size_t w = 1;
+        while (w * 2 <= run.size() - i && static_cast<int64_t>(w * 2) <= max_lanes) w *= 2;
+        std::vector<UOp> lanes;
+        for (size_t j = i; j < i + w; j++) lanes.push_back(run[j]->src[2]);
+        Vec val = w > 1 ? v.vec(lanes) : Vec{UOp(), false};
+        if (val.real) {
+          auto [base, off] = base_offset(run[i]->src[1]);
+          keep.push_back(UOp(Ops::STORE, dtypes::void_, {run[i]->src[0], make_index(base, off), val.u}));
+          changed = true;
+        } else {
+          keep.insert(keep.end(), run.begin() + i, run.begin() + i + w);
+        }
+        i += w;
+      }
+      run.clear();
+    };
+    int64_t prev = 0;
+    for (auto& [off, st] : by_off) {
+      if (!run.empty() && off != prev + 1) flush();
+      run.push_back(st), prev = off;
+    }
+    flush();
+  }
+  return changed ? UOp(Ops::SINK, sink->dtype, keep, sink->arg) : sink;
+}
+
+}  // namespace tg

@@ -1,0 +1,346 @@
+// BEAM search (tinygrad 0.9.2 engine/search.py): actions, candidate timing, the beam loop, disk cache.
+#include "engine/search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/cache.hpp"
+#include "runtime/device.hpp"
+#include "shape/shapetracker_arg.hpp"
+
+namespace tg {
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+double secs_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
+
+std::vector<Opt> make_actions() {
+  std::vector<Opt> a;
+  for (int64_t amt : {0, 2, 3, 4, 5, 7})
+    for (int64_t axis = 0; axis < 6; axis++) a.push_back({OptOps::UPCAST, axis, amt});
+  for (int64_t amt : {0, 4, 7})
+    for (int64_t axis = 0; axis < 5; axis++) a.push_back({OptOps::UNROLL, axis, amt});
+  for (int64_t amt : {2, 3, 4, 8, 13, 16, 29})
+    for (int64_t axis = 0; axis < 5; axis++) a.push_back({OptOps::LOCAL, axis, amt});
+  for (int64_t amt : {13, 16, 28, 29, 32, 49, 64, 256})
+    for (int64_t axis = 0; axis < 3; axis++) a.push_back({OptOps::GROUPTOP, axis, amt});
+  for (int64_t amt : {0, 4, 8, 16})
+    for (int64_t axis = 0; axis < 3; axis++) a.push_back({OptOps::GROUP, axis, amt});
+  if (getenv("BEAM_PADTO", 1))
+    for (int64_t axis = 0; axis < 7; axis++) a.push_back({OptOps::PADTO, axis, 32});
+  a.push_back({OptOps::LOCAL, 0, 32});
+  for (int64_t axis = 0; axis < 5; axis++)
+    for (int64_t amt = axis + 1; amt < 5; amt++) a.push_back({OptOps::SWAP, axis, amt});
+  if (getenv("NOLOCALS")) a.push_back({OptOps::NOLOCALS, std::nullopt, std::nullopt});
+  return a;
+}
+
+// DEFINE_VAR values for timing: the middle of each range, in the program's (sorted) var order
+std::vector<int> var_vals_for(const Kernel& k, const RenderedProgram& p) {
+  std::vector<int> vals;
+  for (const std::string& name : p.vars) {
+    int v = 0;
+    for (const UOp& var : k.vars)
+      if (var->as<std::string>() == name)
+        v = static_cast<int>((const_to_int(var->src[0].const_value()) + const_to_int(var->src[1].const_value())) / 2);
+    vals.push_back(v);
+  }
+  return vals;
+}
+
+// a smaller launch for timing big kernels; returns the size and the factor to scale the time by
+std::pair<std::vector<int64_t>, int64_t> test_global_size(std::vector<int64_t> gs, int64_t max_global_size) {
+  int64_t factor = 1;
+  while (prod(gs) > max_global_size) {
+    bool shrunk = false;
+    for (int64_t j = static_cast<int64_t>(gs.size()) - 1; j >= 0; j--)
+      if (gs[j] > 16) { gs[j] /= 2, factor *= 2, shrunk = true; break; }
+    if (!shrunk) break;
+  }
+  return {gs, factor};
+}
+
+// writes a buffer bigger than the last-level cache so the next run starts cold (CPU only)
+void clear_caches(const std::string& device) {
+  if (device != "CPU" && device != "CLANG") return;
+  static std::vector<char> scratch(64 << 20);
+  static char v = 0;
+  std::memset(scratch.data(), ++v, scratch.size());
+}
+
+// Run times (seconds) of a compiled candidate; stops early once the best run is slower than early_stop.
+std::vector<double> time_program(const Kernel& k, const RenderedProgram& p, const std::string& lib,
+                                 const std::vector<std::shared_ptr<Buffer>>& rawbufs, double early_stop,
+                                 std::optional<int64_t> max_global_size, bool clear_l2, int cnt) {
+  std::vector<int64_t> gs;
+  int64_t factor = 1;
+  const std::vector<int> vals = var_vals_for(k, p);
+  std::unordered_map<std::string, int64_t> var_vals;
+  for (size_t i = 0; i < vals.size(); i++) var_vals[p.vars[i]] = vals[i];
+  auto [full_gs, ls] = p.launch_dims(var_vals);
+  if (!max_global_size) gs = full_gs;
+  else std::tie(gs, factor) = test_global_size(full_gs, *max_global_size);
+  if (ls.empty()) ls = {1, 1, 1};
+  Compiled& dev = get_device(p.device);
+  std::unique_ptr<RuntimeProgram> prg = dev.runtime(p.function_name, lib);
+  std::vector<void*> ptrs;
+  for (int i = 0; i < p.n_bufs; i++) ptrs.push_back(rawbufs.at(i)->ptr());
+  std::vector<double> tms;
+  for (int i = 0; i < cnt; i++) {
+    if (clear_l2) clear_caches(p.device);
+    tms.push_back((*prg)(ptrs, gs, ls, vals, true) * static_cast<double>(factor));
+    if (*std::min_element(tms.begin(), tms.end()) > early_stop) break;
+  }
+  return tms;
+}
+
+struct Candidate {
+  size_t idx;              // into the acted kernels
+  RenderedProgram p;
+  std::string lib;
+  double compile_s = 0;
+  bool ok = false;
+};
+
+// Renders every kernel (here: the UOp graph is not thread safe) and compiles the distinct sources on
+// PARALLEL threads. A candidate that fails to lower, render or compile, has more than BEAM_UOPS_MAX
+// uops or compiles longer than BEAM_TIMEOUT_SEC is dropped; seen_srcs skips sources timed before.
+std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& lins, std::unordered_set<std::string>& seen_srcs,
+                                          Compiler& compiler) {
+  const int64_t uops_max = getenv("BEAM_UOPS_MAX", 3000);
+  std::vector<Candidate> cands;
+  for (size_t i = 0; i < lins.size(); i++) {
+    try {
+      RenderedProgram p = lins[i]->to_program(std::string("test"));
+      if (uops_max > 0 && static_cast<int64_t>(lins[i]->uops.size()) >= uops_max) continue;
+      if (!seen_srcs.insert(p.src).second) continue;
+      cands.push_back({i, std::move(p)});
+    } catch (const std::exception& e) {
+      SearchStats::compile_failures++;
+      if (getenv("BEAM_STRICT_MODE")) throw;
+      if (debug() >= 4) std::cout << "BEAM: candidate failed to render: " << e.what() << "\n";
+    }
+  }
+  const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < cands.size();) {
+      auto t0 = clk::now();
+      try {
+        cands[i].lib = compiler.compile(cands[i].p.src);
+        cands[i].compile_s = secs_since(t0);
+        cands[i].ok = cands[i].compile_s <= timeout;
+      } catch (const std::exception& e) {
+        if (debug() >= 4) std::cout << "BEAM: candidate failed to compile: " << e.what() << "\n";
+      }
+    }
+  };
+  const int n_threads = static_cast<int>(std::clamp<int64_t>(getenv("PARALLEL", std::thread::hardware_concurrency()), 1, 32));
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n_threads && t < static_cast<int>(cands.size()); t++) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  for (const Candidate& c : cands) SearchStats::compile_failures += !c.ok;
+  if (getenv("BEAM_STRICT_MODE"))
+    for (const Candidate& c : cands) TG_ASSERT(c.ok, "BEAM_STRICT_MODE: a candidate failed to compile:\n" + c.p.src);
+  return cands;
+}
+
+std::string search_key(const Kernel& k, int amt, bool allow_test_size) {
+  return "ast=" + k.ast.str() + "\namt=" + std::to_string(amt) + "\nallow_test_size=" + std::to_string(allow_test_size) +
+         "\ndevice=" + k.opts->device;
+}
+
+const char* kOptNames[] = {"TC", "UPCAST", "UPCASTMID", "UNROLL", "LOCAL", "GROUP", "GROUPTOP", "NOLOCALS", "PADTO", "SWAP"};
+
+}  // namespace
+
+const std::vector<Opt>& beam_actions() {
+  static const std::vector<Opt> actions = make_actions();
+  return actions;
+}
+
+std::unique_ptr<Kernel> copy_kernel(const Kernel& k) {
+  auto ret = std::make_unique<Kernel>(k);
+  ret->uops.clear();
+  ret->lowered = UOp();
+  return ret;
+}
+
+std::vector<std::shared_ptr<Buffer>> bufs_from_lin(const Kernel& k, bool allocate) {
+  std::map<int64_t, std::pair<int64_t, DType>> sizes;   // arg -> (elements, dtype)
+  for (const UOp& b : k.bufs) {
+    if (b->op == Ops::CONST || b->src[0]->op != Ops::DEFINE_GLOBAL) continue;
+    auto& [sz, dt] = sizes.try_emplace(b->src[0]->as<int64_t>(), 0, b->src[0]->dtype.base()).first->second;
+    sz = std::max(sz, st_of(b->src[1]).real_size());
+  }
+  std::vector<std::shared_ptr<Buffer>> ret;
+  for (auto& [idx, sd] : sizes) {
+    TG_ASSERT(idx == static_cast<int64_t>(ret.size()), "kernel buffers are not numbered 0..n-1: missing " + std::to_string(ret.size()));
+    // a buffer no element of which is accessed still gets one element
+    ret.push_back(std::make_shared<Buffer>(k.opts->device, std::max<int64_t>(sd.first, 1), sd.second));
+    if (allocate) ret.back()->allocate();
+  }
+  return ret;
+}
+
+std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool include_0) {
+  std::map<int, std::unique_ptr<Kernel>> acted;
+  if (include_0) acted[0] = copy_kernel(k);
+  const int64_t max_up = getenv("BEAM_UPCAST_MAX", 256), max_lcl = getenv("BEAM_LOCAL_MAX", 1024);
+  const auto& actions = beam_actions();
+  for (size_t i = 0; i < actions.size(); i++) {
+    const Opt& a = actions[i];
+    if (a.axis) {
+      const int64_t ax = a.real_axis(k);
+      if (ax >= k.shape_len()) continue;
+      // amt equal to the axis is the same move as amt 0: keep one of them (0.9.2 compares the real axis)
+      if (ax >= 0 && a.amt && k.full_shape()[ax] == *a.amt &&
+          std::find(actions.begin(), actions.end(), Opt{a.op, ax, 0}) != actions.end())
+        continue;
+    }
+    auto k2 = copy_kernel(k);
+    try {
+      k2->apply_opt(a);
+    } catch (const KernelOptError&) {
+      continue;
+    }
+    int64_t up = 1, lcl = 1;
+    const auto colors = k2->colors();
+    for (size_t j = 0; j < colors.size(); j++) {
+      if (colors[j] == "magenta" || colors[j] == "yellow") up *= k2->full_shape()[j];
+      else if (colors[j] == "cyan" || colors[j] == "green" || colors[j] == "white") lcl *= k2->full_shape()[j];
+    }
+    if (up > max_up || lcl > max_lcl) continue;
+    acted[static_cast<int>(i) + 1] = std::move(k2);
+  }
+  return acted;
+}
+
+std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::shared_ptr<Buffer>>& rawbufs_in, int amt,
+                                    bool allow_test_size, bool disable_cache) {
+  const std::string key = search_key(lin, amt, allow_test_size);
+  const bool use_cache = !disable_cache && getenv("CACHELEVEL", 1) >= 1;
+  if (use_cache) {
+    if (auto val = diskcache_get("beam_search", key)) {
+      std::vector<Opt> opts = opts_from_string(*val);
+      auto ret = copy_kernel(lin);
+      try {
+        for (size_t i = lin.applied_opts.size(); i < opts.size(); i++) ret->apply_opt(opts[i]);
+        SearchStats::cache_hits++;
+        return ret;
+      } catch (const KernelOptError&) {
+        if (debug() >= 2) std::cout << "BEAM: cached opts " << *val << " don't apply; searching again\n";
+      }
+    }
+  }
+  SearchStats::searches++;
+
+  struct Timed {
+    std::unique_ptr<Kernel> k;
+    double tm;
+  };
+  std::vector<Timed> beam;
+  beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity()});
+  std::unordered_set<std::string> seen_srcs;
+  const double min_progress = std::stod(getenv_str("BEAM_MIN_PROGRESS", "0.01")) / 1e6;   // in us
+  const int64_t beam_debug = getenv("BEAM_DEBUG");
+  if (beam_debug) std::cout << "BEAM_SEARCH:\n" << lin.ast.str() << "\n";
+  if (debug() >= 2) std::cout << "   0.00s:                 from   1 ->   1 actions " << lin.colored_shape() << std::endl;
+
+  std::vector<std::shared_ptr<Buffer>> rawbufs = rawbufs_in;
+  for (auto& b : rawbufs) b->ensure_allocated();
+  Compiler& compiler = get_device(lin.opts->device).compiler();
+  const auto st = clk::now();
+  for (bool exiting = false; !exiting;) {
+    std::vector<std::unique_ptr<Kernel>> acted;
+    for (const Timed& b : beam)
+      for (auto& [_, k2] : get_kernel_actions(*b.k, false)) acted.push_back(std::move(k2));
+    std::vector<Candidate> cands = compile_candidates(acted, seen_srcs, compiler);
+    std::vector<Timed> timed;
+    double least_compute_ops = std::numeric_limits<double>::infinity();
+    for (Candidate& c : cands) {
+      if (!c.ok) continue;
+      // a candidate doing 1000x the compute of the cheapest is not worth timing
+      least_compute_ops = std::min(least_compute_ops, static_cast<double>(c.p.op_estimate));
+      if (least_compute_ops * 1000 < static_cast<double>(c.p.op_estimate)) continue;
+      std::vector<double> tms;
+      const double early_stop = beam.empty() ? 1.0 : beam[0].tm * 3;
+      try {
+        tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, allow_test_size ? std::optional<int64_t>(65536) : std::nullopt,
+                           false, 3);
+      } catch (const Error& e) {
+        if (debug() >= 4) std::cout << "BEAM: candidate failed to run: " << e.what() << "\n";
+        continue;
+      }
+      SearchStats::candidates_timed++;
+      timed.push_back({std::move(acted[c.idx]), *std::min_element(tms.begin(), tms.end())});
+      if (beam_debug > 1)
+        std::printf("%7.2fs: %5zu %5zu uops %12.2f us compile/%12.2f us run       %4zu/%4zu         %s\n", secs_since(st), c.idx,
+                    timed.back().k->uops.size(), c.compile_s * 1e6, timed.back().tm * 1e6, timed.size(), acted.size(),
+                    timed.back().k->colored_shape().c_str());
+    }
+    std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.tm < b.tm; });
+    exiting = timed.empty() || timed[0].tm < min_progress || beam[0].tm - timed[0].tm < min_progress;
+    if (!exiting) {
+      if (static_cast<int>(timed.size()) > amt) timed.resize(amt);
+      beam = std::move(timed);
+    } else if (!timed.empty() && timed[0].tm < beam[0].tm) {
+      beam.clear();
+      beam.push_back(std::move(timed[0]));
+    }
+    if (debug() >= 2)
+      std::printf("%7.2fs: %12.2f us from %3zu -> %3zu actions %s\n", secs_since(st), beam[0].tm * 1e6, acted.size(), cands.size(),
+                  beam[0].k->colored_shape().c_str());
+  }
+  if (use_cache) diskcache_put("beam_search", key, opts_to_string(beam[0].k->applied_opts));
+  if (beam_debug) std::printf("BEAM_SEARCH: final tm=%0.2f us, applied_opts=%s\n", beam[0].tm * 1e6, opts_to_string(beam[0].k->applied_opts).c_str());
+  return copy_kernel(*beam[0].k);
+}
+
+double time_linearizer(Kernel& k, const std::vector<std::shared_ptr<Buffer>>& rawbufs, bool allow_test_size, int64_t max_global_size,
+                       int cnt, bool clear_l2) {
+  for (auto& b : rawbufs) b->ensure_allocated();
+  RenderedProgram p = k.to_program(std::string("test"));
+  const std::string lib = get_device(p.device).compiler().compile(p.src);
+  std::vector<double> tms = time_program(k, p, lib, rawbufs, std::numeric_limits<double>::infinity(),
+                                         allow_test_size ? std::optional<int64_t>(max_global_size) : std::nullopt, clear_l2, cnt);
+  return *std::min_element(tms.begin(), tms.end());
+}
+
+std::string opts_to_string(const std::vector<Opt>& opts) {
+  std::string s;
+  auto v = [](const std::optional<int64_t>& x) { return x ? std::to_string(*x) : std::string("-"); };
+  for (size_t i = 0; i < opts.size(); i++)
+    s += (i ? ";" : "") + std::string(kOptNames[static_cast<int>(opts[i].op)]) + "," + v(opts[i].axis) + "," + v(opts[i].amt);
+  return s;
+}
+
+std::vector<Opt> opts_from_string(const std::string& s) {
+  std::vector<Opt> ret;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ';');) {
+    std::stringstream is(item);
+    std::string op, axis, amt;
+    std::getline(is, op, ','), std::getline(is, axis, ','), std::getline(is, amt, ',');
+    const auto* it = std::find(std::begin(kOptNames), std::end(kOptNames), op);
+    TG_ASSERT(it != std::end(kOptNames) && !axis.empty() && !amt.empty(), "bad opt in the beam_search cache: '" + item + "'");
+    auto num = [](const std::string& x) { return x == "-" ? std::nullopt : std::optional<int64_t>(std::stoll(x)); };
+    ret.push_back({static_cast<OptOps>(it - std::begin(kOptNames)), num(axis), num(amt)});
+  }
+  return ret;
+}
+
+}  // namespace tg

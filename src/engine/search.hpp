@@ -1,0 +1,52 @@
+// BEAM search over kernel optimizations (tinygrad 0.9.2 engine/search.py).
+//
+// Each step applies every action to every kernel of the beam, renders and compiles the candidates,
+// times each on scratch buffers and keeps the `amt` fastest. It stops when a step brings no
+// improvement. The winner's applied opts are cached on disk (table "beam_search"), so a second run
+// of the same AST only replays them. Settings: BEAM=n (the width, used by realize's get_kernel),
+// BEAM_UPCAST_MAX, BEAM_LOCAL_MAX, BEAM_UOPS_MAX, BEAM_TIMEOUT_SEC (per candidate), BEAM_MIN_PROGRESS
+// (us), BEAM_PADTO, BEAM_DEBUG, IGNORE_BEAM_CACHE, PARALLEL (compile threads), BEAM_COMPARE.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.hpp"
+#include "runtime/buffer.hpp"
+
+namespace tg {
+
+// The moves of the search, as 0.9.2 (TC and UPCASTMID are left out: they never apply here).
+const std::vector<Opt>& beam_actions();
+
+// A fresh copy of k (same opts so far), with nothing linearized yet.
+std::unique_ptr<Kernel> copy_kernel(const Kernel& k);
+
+// Scratch buffers for timing k: one per DEFINE_GLOBAL, as big as its largest access (index = arg).
+std::vector<std::shared_ptr<Buffer>> bufs_from_lin(const Kernel& k, bool allocate = true);
+
+// Every action that applies to k, keyed by 1 + its index in beam_actions() (0 is k itself when
+// include_0). Candidates whose upcast or local size exceeds BEAM_UPCAST_MAX / BEAM_LOCAL_MAX are dropped.
+std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool include_0 = true);
+
+// The fastest kernel found from k with beam width amt. rawbufs as bufs_from_lin (allocated if not).
+std::unique_ptr<Kernel> beam_search(const Kernel& k, const std::vector<std::shared_ptr<Buffer>>& rawbufs, int amt,
+                                    bool allow_test_size = true, bool disable_cache = getenv("IGNORE_BEAM_CACHE") != 0);
+
+// Minimum run time in seconds of k over cnt runs on rawbufs. allow_test_size shrinks a big launch
+// (global size over max_global_size) and scales the time back up. clear_l2 evicts caches between runs.
+double time_linearizer(Kernel& k, const std::vector<std::shared_ptr<Buffer>>& rawbufs, bool allow_test_size = true,
+                       int64_t max_global_size = 65536, int cnt = 3, bool clear_l2 = false);
+
+// Opts as text for the disk cache ("UPCAST,0,4;UNROLL,0,0;NOLOCALS,-,-") and back.
+std::string opts_to_string(const std::vector<Opt>& opts);
+std::vector<Opt> opts_from_string(const std::string& s);
+
+// Counters for tests and DEBUG: searches actually run, answered from the disk cache, candidates timed.
+struct SearchStats {
+  static inline int64_t searches = 0, cache_hits = 0, candidates_timed = 0, compile_failures = 0;
+};
+
+}  // namespace tg
