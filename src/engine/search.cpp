@@ -28,9 +28,10 @@ double secs_since(clk::time_point t) { return std::chrono::duration<double>(clk:
 
 std::vector<Opt> make_actions() {
   std::vector<Opt> a;
-  for (int64_t amt : {0, 2, 3, 4, 5, 7})
+  // 8 and 16 are not in 0.9.2's list: a CPU vector register holds 8 or 16 floats
+  for (int64_t amt : {0, 2, 3, 4, 5, 7, 8, 16})
     for (int64_t axis = 0; axis < 6; axis++) a.push_back({OptOps::UPCAST, axis, amt});
-  for (int64_t amt : {0, 4, 7})
+  for (int64_t amt : {0, 4, 7, 16})
     for (int64_t axis = 0; axis < 5; axis++) a.push_back({OptOps::UNROLL, axis, amt});
   for (int64_t amt : {2, 3, 4, 8, 13, 16, 29})
     for (int64_t axis = 0; axis < 5; axis++) a.push_back({OptOps::LOCAL, axis, amt});
@@ -277,7 +278,11 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       least_compute_ops = std::min(least_compute_ops, static_cast<double>(c.p.op_estimate));
       if (least_compute_ops * 1000 < static_cast<double>(c.p.op_estimate)) continue;
       std::vector<double> tms;
-      const double early_stop = beam.empty() ? 1.0 : beam[0].tm * 3;
+      // stop timing a candidate 3x slower than the best so far (this step's best counts too: the
+      // first step would otherwise run every slow candidate in full)
+      double best = beam.empty() ? 1.0 : beam[0].tm;
+      for (const Timed& t : timed) best = std::min(best, t.tm);
+      const double early_stop = best * 3;
       try {
         tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, allow_test_size ? std::optional<int64_t>(65536) : std::nullopt,
                            false, 3);

@@ -1,0 +1,286 @@
+// BEAM search, the CPU heuristics and the CPU vectorizer: every optimized kernel must compute what
+// the unoptimized one computes. Inputs are small integers, so sums are exact in float32 whatever the
+// order of the additions, and outputs are compared exactly.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <unistd.h>
+
+#include "engine/realize.hpp"
+#include "engine/search.hpp"
+#include "runtime/cache.hpp"
+#include "shape/shapetracker_arg.hpp"
+
+using namespace tg;
+
+namespace {
+
+UOp gbuf(int64_t i) { return UOp(Ops::DEFINE_GLOBAL, dtypes::float32.ptr_to(), {}, i); }
+UOp load(int64_t i, const ShapeTracker& st) { return UOp(Ops::LOAD, dtypes::float32, {gbuf(i), st_uop(st)}); }
+UOp store(const ShapeTracker& st, const UOp& v) { return UOp(Ops::STORE, dtypes::void_, {gbuf(0), st_uop(st), v}); }
+UOp sink(const UOp& s) { return UOp(Ops::SINK, dtypes::void_, {s}); }
+ShapeTracker sh(const Shape& s) { return ShapeTracker::from_shape(s); }
+UOp reduce(const UOp& x, ReduceOps op, std::vector<int64_t> axes) { return UOp(Ops::REDUCE_AXIS, dtypes::float32, {x}, ReduceArg{op, axes}); }
+const Renderer& cpu() { return get_renderer("CPU"); }
+
+// out = a * b + 1 on (rows, cols)
+UOp elementwise_ast(int64_t rows, int64_t cols) {
+  UOp one(Ops::CONST, dtypes::float32, {st_uop(sh({1, 1}).expand({rows, cols}))}, 1.0);
+  return sink(store(sh({rows, cols}), load(1, sh({rows, cols})) * load(2, sh({rows, cols})) + one));
+}
+// out[r] = sum_c in[r, c]
+UOp sum_ast(int64_t rows, int64_t cols) {
+  return sink(store(sh({rows, 1}), reduce(load(1, sh({rows, cols})), ReduceOps::SUM, {1})));
+}
+// out[m, n] = sum_k a[m, k] * b[k, n], as the scheduler builds it: (M, N, K) with b permuted
+UOp matmul_ast(int64_t M, int64_t N, int64_t K) {
+  UOp a = load(1, sh({M, 1, K}).expand({M, N, K}));
+  UOp b = load(2, sh({1, K, N}).permute({0, 2, 1}).expand({M, N, K}));
+  return sink(store(sh({M, N, 1}), reduce(a * b, ReduceOps::SUM, {2})));
+}
+
+// Runs k on fresh buffers filled with small integers (the same for the same seed); returns the output.
+std::vector<float> run(Kernel& k, uint32_t seed = 1) {
+  auto bufs = bufs_from_lin(k);
+  std::mt19937 rng(seed);
+  for (size_t i = 1; i < bufs.size(); i++) {
+    std::vector<float> v(bufs[i]->size);
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+    bufs[i]->copyin(v.data(), v.size() * sizeof(float));
+  }
+  std::vector<float> zero(bufs[0]->size, -99.0f);
+  bufs[0]->copyin(zero.data(), zero.size() * sizeof(float));
+  CompiledRunner r(k.to_program());
+  std::vector<Buffer*> raw;
+  for (auto& b : bufs) raw.push_back(b.get());
+  r(raw, {}, true);
+  std::vector<float> out(bufs[0]->size);
+  bufs[0]->copyout(out.data(), out.size() * sizeof(float));
+  return out;
+}
+
+std::vector<float> run_noopt(const UOp& ast, uint32_t seed = 1) {
+  Kernel k(ast, cpu());
+  return run(k, seed);
+}
+
+// a fresh sqlite file for the beam cache, removed afterwards
+struct TempCache {
+  std::string path = "/tmp/tg_test_search_" + std::to_string(getpid()) + ".db";
+  Context ctx{std::map<std::string, std::string>{{"CACHEDB", path}, {"CACHELEVEL", "1"}}};
+  ~TempCache() { std::remove(path.c_str()); }
+};
+
+// a small, fast search: few candidates per step
+Context small_beam() { return Context({{"BEAM_UPCAST_MAX", 4}, {"BEAM_MIN_PROGRESS", 0}}); }
+
+}  // namespace
+
+TEST(Search, ActionsApplyOnCpuWithinLimits) {
+  Context ctx({{"BEAM_UPCAST_MAX", 8}});
+  Kernel k(matmul_ast(16, 24, 32), cpu());
+  auto acted = get_kernel_actions(k);
+  ASSERT_TRUE(acted.count(0));
+  EXPECT_GT(acted.size(), 5u);
+  for (auto& [i, k2] : acted) {
+    if (i == 0) continue;
+    const Opt& a = beam_actions()[i - 1];
+    EXPECT_NE(a.op, OptOps::LOCAL) << "the CPU has no locals";
+    EXPECT_NE(a.op, OptOps::GROUPTOP);
+    ASSERT_EQ(k2->applied_opts.size(), 1u);
+    EXPECT_EQ(k2->applied_opts[0], a);
+    EXPECT_LE(prod(Shape(k2->full_shape().begin() + k2->first_upcast(), k2->full_shape().end())), 8) << a.str();
+  }
+  EXPECT_TRUE(k.applied_opts.empty()) << "actions work on copies";
+}
+
+TEST(Search, OptsRoundTripThroughText) {
+  std::vector<Opt> opts = {{OptOps::UPCAST, 0, 4}, {OptOps::UNROLL, 1, 0}, {OptOps::NOLOCALS, std::nullopt, std::nullopt}, {OptOps::SWAP, 0, 2}};
+  EXPECT_EQ(opts_to_string(opts), "UPCAST,0,4;UNROLL,1,0;NOLOCALS,-,-;SWAP,0,2");
+  EXPECT_EQ(opts_from_string(opts_to_string(opts)), opts);
+  EXPECT_TRUE(opts_from_string("").empty());
+}
+
+TEST(Search, BeamKeepsResults) {
+  TempCache cache;
+  auto beam_ctx = small_beam();
+  for (const UOp& ast : {elementwise_ast(8, 32), sum_ast(8, 64), matmul_ast(8, 16, 12)}) {
+    Kernel k(ast, cpu());
+    auto rawbufs = bufs_from_lin(k);
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
+  }
+}
+
+TEST(Search, DiskCacheMakesTheSecondSearchFree) {
+  TempCache cache;
+  auto beam_ctx = small_beam();
+  const UOp ast = sum_ast(4, 48);
+  Kernel k(ast, cpu());
+  auto rawbufs = bufs_from_lin(k, false);
+  const int64_t searches = SearchStats::searches, hits = SearchStats::cache_hits;
+  auto first = beam_search(k, rawbufs, 2);
+  EXPECT_EQ(SearchStats::searches, searches + 1);
+  const int64_t timed = SearchStats::candidates_timed;
+  auto second = beam_search(k, rawbufs, 2);
+  EXPECT_EQ(SearchStats::searches, searches + 1) << "the second search must come from the disk cache";
+  EXPECT_EQ(SearchStats::cache_hits, hits + 1);
+  EXPECT_EQ(SearchStats::candidates_timed, timed);
+  EXPECT_EQ(second->applied_opts, first->applied_opts);
+  EXPECT_EQ(run(*second), run_noopt(ast));
+  // a different width is a different search
+  beam_search(k, rawbufs, 1);
+  EXPECT_EQ(SearchStats::searches, searches + 2);
+}
+
+TEST(Search, RealizeUsesBeamWhenAsked) {
+  TempCache cache;
+  auto beam_ctx = small_beam();
+  Context ctx({{"BEAM", 1}, {"BEAM_COMPARE", 0}});
+  const UOp ast = elementwise_ast(4, 16);
+  const int64_t searches = SearchStats::searches, hits = SearchStats::cache_hits;
+  auto k = get_kernel(cpu(), ast);
+  EXPECT_EQ(SearchStats::searches + SearchStats::cache_hits, searches + hits + 1);
+  auto k2 = get_kernel(cpu(), ast);
+  EXPECT_EQ(SearchStats::searches, searches + 1);
+  EXPECT_EQ(k2->applied_opts, k->applied_opts);
+  EXPECT_EQ(run(*k), run_noopt(ast));
+}
+
+TEST(Search, TimeLinearizerTimesAKernel) {
+  Kernel k(sum_ast(16, 256), cpu());
+  auto rawbufs = bufs_from_lin(k);
+  const double t = time_linearizer(k, rawbufs);
+  EXPECT_GT(t, 0);
+  EXPECT_LT(t, 1.0);
+}
+
+// ---- the CPU heuristics
+
+TEST(CpuHeuristics, MatmulGetsAVectorAxisAndARegisterTile) {
+  Kernel k(matmul_ast(64, 64, 64), cpu());
+  k.hand_coded_optimizations();
+  // N (unit stride in b and out) by 16 lanes, M (b is broadcast along it) by 8
+  EXPECT_EQ(k.applied_opts, (std::vector<Opt>{{OptOps::UPCAST, 1, 16}, {OptOps::UPCAST, 0, 8}}));
+  RenderedProgram p = k.to_program();
+  EXPECT_NE(p.src.find("float16 acc0 = "), std::string::npos) << "vector accumulators\n" << p.src;
+  EXPECT_NE(p.src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of b\n" << p.src;
+  EXPECT_EQ(run(k), run_noopt(matmul_ast(64, 64, 64)));
+}
+
+TEST(CpuHeuristics, LongContiguousReduceKeepsAVectorAccumulator) {
+  Kernel k(sum_ast(8, 1024), cpu());
+  k.hand_coded_optimizations();
+  EXPECT_EQ(k.applied_opts, (std::vector<Opt>{{OptOps::UNROLL, 0, 16}}));
+  RenderedProgram p = k.to_program();
+  EXPECT_NE(p.src.find("float16 acc0"), std::string::npos) << p.src;
+  EXPECT_NE(p.src.find("acc0[15]"), std::string::npos) << "lanes are summed after the loop\n" << p.src;
+  EXPECT_EQ(run(k), run_noopt(sum_ast(8, 1024)));
+}
+
+TEST(CpuHeuristics, ElementwiseStoresVectors) {
+  Kernel k(elementwise_ast(32, 64), cpu());
+  k.hand_coded_optimizations();
+  EXPECT_EQ(k.applied_opts, (std::vector<Opt>{{OptOps::UPCAST, 0, 16}}));
+  RenderedProgram p = k.to_program();
+  EXPECT_NE(p.src.find("__builtin_memcpy(data0+"), std::string::npos) << p.src;
+  EXPECT_EQ(run(k), run_noopt(elementwise_ast(32, 64)));
+}
+
+TEST(CpuHeuristics, VectorizeOffGivesScalarCode) {
+  Context ctx({{"VECTORIZE", 0}});
+  Kernel k(matmul_ast(16, 16, 8), cpu());
+  k.hand_coded_optimizations();
+  RenderedProgram p = k.to_program();
+  EXPECT_EQ(p.src.find("float16"), std::string::npos) << p.src;
+  EXPECT_EQ(run(k), run_noopt(matmul_ast(16, 16, 8)));
+}
+
+// ---- kernel-opts fuzzer: random small ASTs, random opts, same output as NOOPT
+
+namespace {
+
+struct RandomAst {
+  UOp ast;
+  std::string desc;
+};
+
+RandomAst random_ast(std::mt19937& rng) {
+  const int64_t sizes[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 20, 32};
+  const int rank = 2 + static_cast<int>(rng() % 2);
+  Shape full;
+  for (int i = 0; i < rank; i++) full.push_back(sizes[rng() % std::size(sizes)]);
+  std::string desc = "shape " + to_str(full);
+  // inputs: contiguous, permuted, or broadcast along one axis
+  auto input = [&](int64_t idx) {
+    const int kind = static_cast<int>(rng() % 3);
+    if (kind == 1) {
+      std::vector<int> perm(rank);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      Shape base(rank);
+      std::vector<int> inv(rank);
+      for (int i = 0; i < rank; i++) inv[perm[i]] = i;
+      for (int i = 0; i < rank; i++) base[i] = full[perm[i]];
+      desc += " in" + std::to_string(idx) + ":permute" + to_str(std::vector<int64_t>(perm.begin(), perm.end()));
+      return load(idx, sh(base).permute(inv));
+    }
+    if (kind == 2) {
+      Shape base = full;
+      const int ax = static_cast<int>(rng() % rank);
+      base[ax] = 1;
+      desc += " in" + std::to_string(idx) + ":expand" + std::to_string(ax);
+      return load(idx, sh(base).expand(full));
+    }
+    return load(idx, sh(full));
+  };
+  UOp x = input(1);
+  const int n_in = 1 + static_cast<int>(rng() % 3);
+  for (int i = 2; i <= n_in; i++) {
+    const BinaryOps ops[] = {BinaryOps::ADD, BinaryOps::MUL, BinaryOps::MAX};
+    x = x.alu(ops[rng() % 3], input(i));
+  }
+  Shape out = full;
+  if (rng() % 4 != 0) {   // mostly reduces
+    std::vector<int64_t> axes;
+    for (int i = 0; i < rank; i++)
+      if (rng() % 2) axes.push_back(i), out[i] = 1;
+    if (axes.empty()) axes.push_back(rank - 1), out[rank - 1] = 1;
+    const ReduceOps op = rng() % 3 ? ReduceOps::SUM : ReduceOps::MAX;
+    desc += std::string(op == ReduceOps::SUM ? " SUM" : " MAX") + to_str(axes);
+    x = reduce(x, op, axes);
+  }
+  return {sink(store(sh(out), x)), desc};
+}
+
+}  // namespace
+
+TEST(KernelOptsFuzz, RandomOptsKeepResults) {
+  std::mt19937 rng(1234);
+  const auto& actions = beam_actions();
+  int tested = 0, with_opts = 0;
+  for (int i = 0; i < 24; i++) {
+    RandomAst ra = random_ast(rng);
+    const std::vector<float> want = run_noopt(ra.ast, i);
+    // the hand-coded opts
+    Kernel hc(ra.ast, cpu());
+    hc.hand_coded_optimizations();
+    EXPECT_EQ(run(hc, i), want) << ra.desc << " hand-coded " << opts_to_string(hc.applied_opts);
+    // up to 3 random actions that apply
+    Kernel k(ra.ast, cpu());
+    for (int tries = 0, applied = 0; tries < 30 && applied < 3; tries++) {
+      try {
+        k.apply_opt(actions[rng() % actions.size()]);
+        applied++;
+      } catch (const KernelOptError&) {
+      }
+    }
+    with_opts += !k.applied_opts.empty();
+    EXPECT_EQ(run(k, i), want) << ra.desc << " opts " << opts_to_string(k.applied_opts);
+    tested++;
+  }
+  EXPECT_EQ(tested, 24);
+  EXPECT_GT(with_opts, 12) << "most random kernels must get some opts";
+}
