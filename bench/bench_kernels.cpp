@@ -5,6 +5,7 @@
 // /work/shared/bench/limits.sh). BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
 // CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -60,7 +61,16 @@ double time_runner(CompiledRunner& r, const std::vector<Buffer*>& bufs) {
 struct Result {
   double seconds = 0;
   std::string opts, names;
+  std::vector<float> out;   // the last kernel's output, to check the modes agree
 };
+
+// largest |a - b| / (1 + |b|)
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 1e30;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); i++) m = std::max(m, std::abs(double(a[i]) - b[i]) / (1 + std::abs(double(b[i]))));
+  return m;
+}
 
 // Builds, compiles and times every kernel of the schedule in one mode; returns their summed time.
 Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode) {
@@ -82,6 +92,8 @@ Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode)
     std::vector<Buffer*> bufs;
     for (auto& b : si.bufs) bufs.push_back(&b->ensure_allocated());
     res.seconds += time_runner(r, bufs);
+    res.out.assign(si.bufs[0]->size, 0.0f);
+    si.bufs[0]->copyout(res.out.data(), res.out.size() * sizeof(float));
     res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
     res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
   }
@@ -115,19 +127,24 @@ int main() {
   };
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   for (const Case& c : cases) {
-    if (!only.empty() && only.find(c.name) == std::string::npos) continue;
+    bool wanted = only.empty();
+    std::stringstream os(only);
+    for (std::string item; std::getline(os, item, ',');) wanted = wanted || (!item.empty() && c.name.find(item) != std::string::npos);
+    if (!wanted) continue;
     Tensor out = c.build();
     std::vector<ScheduleItem> sched = out.schedule();
     for (const ScheduleItem& si : sched) lower_schedule_item(si).run();   // allocates and fills every buffer once
     std::stringstream ms(modes);
+    std::vector<float> reference;
     for (std::string mode; std::getline(ms, mode, ',');) {
       auto t0 = clk::now();
       Result r = run_mode(sched, mode);
       double build_s = std::chrono::duration<double>(clk::now() - t0).count();
       double value = c.work / r.seconds / 1e9, limit = limits.count(c.limit_key) ? limits[c.limit_key] : 0;
-      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f}\n",
+      if (reference.empty()) reference = r.out;
+      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",
                   c.name.c_str(), mode.c_str(), c.unit.c_str(), value, r.seconds * 1e3, limit, limit > 0 ? value / limit : 0.0,
-                  r.names.c_str(), r.opts.c_str(), build_s);
+                  r.names.c_str(), r.opts.c_str(), build_s, max_rel_diff(r.out, reference));
       std::fflush(stdout);
     }
   }

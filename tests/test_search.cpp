@@ -162,8 +162,8 @@ TEST(Search, TimeLinearizerTimesAKernel) {
 TEST(CpuHeuristics, MatmulGetsAVectorAxisAndARegisterTile) {
   Kernel k(matmul_ast(64, 64, 64), cpu());
   k.hand_coded_optimizations();
-  // N (unit stride in b and out) by 16 lanes, M (b is broadcast along it) by 8
-  EXPECT_EQ(k.applied_opts, (std::vector<Opt>{{OptOps::UPCAST, 1, 16}, {OptOps::UPCAST, 0, 8}}));
+  // N (unit stride in b and out) by two vectors of 16 lanes, M (b is broadcast along it) by 8
+  EXPECT_EQ(k.applied_opts, (std::vector<Opt>{{OptOps::UPCAST, 1, 16}, {OptOps::UPCAST, 1, 2}, {OptOps::UPCAST, 0, 8}}));
   RenderedProgram p = k.to_program();
   EXPECT_NE(p.src.find("float16 acc0 = "), std::string::npos) << "vector accumulators\n" << p.src;
   EXPECT_NE(p.src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of b\n" << p.src;
