@@ -265,6 +265,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   for (auto& b : rawbufs) b->ensure_allocated();
   Compiler& compiler = get_device(lin.opts->device).compiler();
   const auto st = clk::now();
+  const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
   for (bool exiting = false; !exiting;) {
     std::vector<std::unique_ptr<Kernel>> acted;
     for (const Timed& b : beam)
@@ -282,7 +283,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       // first step would otherwise run every slow candidate in full)
       double best = beam.empty() ? 1.0 : beam[0].tm;
       for (const Timed& t : timed) best = std::min(best, t.tm);
-      const double early_stop = best * 3;
+      const double early_stop = std::min(best * 3, timeout);   // BEAM_TIMEOUT_SEC caps a candidate's runs too
       try {
         tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, allow_test_size ? std::optional<int64_t>(65536) : std::nullopt,
                            false, 3);
