@@ -37,13 +37,18 @@ static Tensor conv_weight(int64_t a, int64_t b, const Shape& k, int64_t in_chann
   return Tensor::uniform(s, -scale, scale);
 }
 
+// checked before any division by groups (groups=0 would be a SIGFPE, not an error)
+static int checked_groups(int64_t in_channels, int64_t out_channels, int groups) {
+  if (groups <= 0 || in_channels <= 0 || out_channels <= 0 || in_channels % groups != 0 || out_channels % groups != 0)
+    throw Error("nn.Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " + std::to_string(out_channels) +
+                " must be positive and divisible by groups " + std::to_string(groups));
+  return groups;
+}
+
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Shape k, Shape stride_, Shape padding_, Shape dilation_, int groups_,
                bool has_bias)
-    : weight(conv_weight(out_channels, in_channels / groups_, k, in_channels)),
+    : weight(conv_weight(out_channels, in_channels / checked_groups(in_channels, out_channels, groups_), k, in_channels)),
       kernel_size(pair_of(k)), stride(std::move(stride_)), padding(std::move(padding_)), dilation(std::move(dilation_)), groups(groups_) {
-  if (groups_ <= 0 || in_channels % groups_ != 0 || out_channels % groups_ != 0)
-    throw Error("nn.Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " + std::to_string(out_channels) +
-                " must be divisible by groups " + std::to_string(groups_));
   if (has_bias) {
     double scale = 1.0 / std::sqrt(double(in_channels * prod(kernel_size)));
     bias = Tensor::uniform({out_channels}, -scale, scale);
