@@ -145,6 +145,17 @@ TEST(State, LoadStateDictGivesIdenticalOutputs) {
   Tensor held = b.fc.weight;
   load_state_dict(b, get_state_dict(a));
   EXPECT_EQ(vals(held), vals(a.fc.weight));
+  // a copy, not a shared buffer: training b leaves a alone
+  std::vector<float> a_w = vals(a.fc.weight);
+  auto opt = nn::optim::SGD(get_parameters(b), 0.5);
+  {
+    Tensor::Train train;
+    opt->zero_grad();
+    b(x).sum().backward();
+    opt->step();
+  }
+  EXPECT_NE(vals(b.fc.weight), a_w);
+  EXPECT_EQ(vals(a.fc.weight), a_w);
 }
 
 TEST(State, LoadStateDictStrictErrors) {

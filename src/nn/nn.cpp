@@ -175,7 +175,7 @@ Embedding::Embedding(int64_t v, int64_t e) : vocab_size(v), embed_size(e), weigh
 Tensor Embedding::operator()(const Tensor& idx) const {
   Shape out = idx.shape();
   out.push_back(embed_size);
-  if (idx.numel() == 0) return Tensor::empty(out);
+  if (idx.numel() == 0) return Tensor::empty(out, Opts{weight.dtype(), weight.device(), {}});
   Shape big = idx.shape();
   big.push_back(vocab_size);
   big.push_back(embed_size);
