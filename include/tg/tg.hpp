@@ -3,3 +3,4 @@
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
 #include "tg/device.hpp"
+#include "tg/tensor.hpp"

@@ -1,0 +1,86 @@
+// Functional nn: linear, normalizations, dropout, one_hot, attention and losses.
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/function.hpp"
+
+namespace tg {
+
+Tensor Tensor::linear(const Tensor& weight, std::optional<Tensor> bias) const {
+  Tensor x = weight.ndim() == 1 ? mul(weight) : dot(weight);
+  return bias ? x.add(*bias) : x;
+}
+
+Tensor Tensor::layernorm(Axes axis, double eps) const {
+  Tensor y = *this - mean(axis, true);
+  return y.mul((y * y).mean(axis, true).add(eps).rsqrt());
+}
+
+Tensor Tensor::batchnorm(std::optional<Tensor> weight, std::optional<Tensor> bias, const Tensor& mean, const Tensor& invstd,
+                         Axes axis) const {
+  std::vector<int> ax = detail::resolve_axes(*this, axis, "batchnorm");
+  Shape shp;
+  for (int i = 0; i < ndim(); i++) shp.push_back(std::find(ax.begin(), ax.end(), i) != ax.end() ? shape()[i] : 1);
+  auto fit = [&](const Tensor& t, const char* what) {
+    if (t.numel() != tg::prod(shp))
+      throw Error(std::string("batchnorm: ") + what + " of shape " + to_str(t.shape()) + " doesn't match input " + to_str(shape()) +
+                  " on axes " + to_str(ax) + " (expected " + std::to_string(tg::prod(shp)) + " elements)");
+    return t.reshape(shp);
+  };
+  Tensor x = *this - fit(mean, "mean");
+  if (weight) x = x * fit(*weight, "weight");
+  Tensor ret = x.mul(invstd.ndim() == static_cast<int64_t>(ax.size()) ? fit(invstd, "invstd") : invstd);
+  return bias ? ret + fit(*bias, "bias") : ret;
+}
+
+Tensor Tensor::dropout(double p) const {
+  if (p < 0 || p > 1) throw Error("dropout: p must be in [0, 1], got " + std::to_string(p));
+  if (!Tensor::training || p == 0) return *this;
+  Tensor keep = Tensor::rand(shape(), Opts{dtypes::default_float(), device(), false}) >= p;
+  return *this * keep * (1 / (1.0 - p));
+}
+
+Tensor Tensor::one_hot(int64_t num_classes) const {
+  if (num_classes <= 0) throw Error("one_hot: num_classes must be positive, got " + std::to_string(num_classes));
+  if (!dtype().is_int()) throw Error("one_hot: needs an int tensor of class indices, got " + dtype().str());
+  return ((*this)[{Ellipsis, None}] == Tensor::arange(num_classes, Opts{{}, device(), false})).where(1, 0);
+}
+
+Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& value, std::optional<Tensor> attn_mask, double dropout_p,
+                                            bool is_causal) const {
+  if (ndim() < 2 || key.ndim() < 2 || value.ndim() < 2)
+    throw Error("scaled_dot_product_attention: query " + to_str(shape()) + ", key " + to_str(key.shape()) + " and value " +
+                to_str(value.shape()) + " need at least 2 dims (..., seq, dim)");
+  if (key.shape().back() != shape().back())
+    throw Error("scaled_dot_product_attention: query " + to_str(shape()) + " and key " + to_str(key.shape()) + " differ in the last dim");
+  int64_t lq = shape()[ndim() - 2], lk = key.shape()[key.ndim() - 2];
+  if (is_causal) attn_mask = Tensor::ones({lq, lk}, Opts{{}, device(), false}).tril(0).cast(dtypes::bool_);
+  if (attn_mask && attn_mask->dtype() == dtypes::bool_) attn_mask = (*attn_mask == 0).where(-INFINITY, 0);
+  DType acc = least_upper_dtype({dtype(), key.dtype(), dtypes::float32});
+  Tensor qk = matmul(key.transpose(-2, -1), false, acc) / std::sqrt(static_cast<double>(shape().back()));
+  return (attn_mask ? qk + *attn_mask : qk).softmax(-1).cast(dtype()).dropout(dropout_p).matmul(value);
+}
+
+Tensor Tensor::binary_crossentropy(const Tensor& y) const {
+  return (-y * log() - (1 - y) * (1 - *this).log()).mean();
+}
+Tensor Tensor::binary_crossentropy_logits(const Tensor& y) const {
+  return (maximum(0) - y * *this + (1 + abs().neg().exp()).log()).mean();
+}
+
+Tensor Tensor::sparse_categorical_crossentropy(const Tensor& Y, int64_t ignore_index, double label_smoothing) const {
+  if (label_smoothing < 0 || label_smoothing > 1) throw Error("sparse_categorical_crossentropy: label_smoothing must be in [0, 1]");
+  if (ndim() < 1 || Y.numel() * shape().back() != numel())
+    throw Error("sparse_categorical_crossentropy: logits " + to_str(shape()) + " and labels " + to_str(Y.shape()) +
+                " don't match; logits need shape (*labels.shape, num_classes)");
+  Tensor log_probs = log_softmax(), loss_mask = Y != ignore_index;
+  int64_t nc = shape().back();
+  Tensor y_counter = Tensor::arange(nc, Opts{{}, device(), false}).unsqueeze(0).expand({Y.numel(), nc});
+  Shape ys = Y.shape();
+  ys.push_back(nc);
+  Tensor y = ((y_counter == Y.flatten().reshape({-1, 1})) * loss_mask.reshape({-1, 1})).reshape(ys);
+  Tensor smoothing = label_smoothing * (log_probs.mean(-1) * loss_mask).sum();
+  return -((1 - label_smoothing) * (log_probs * y).sum() + smoothing) / loss_mask.sum();
+}
+
+}  // namespace tg

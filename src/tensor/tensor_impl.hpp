@@ -1,0 +1,48 @@
+// Private side of tg::Tensor: the shared data behind a handle and helpers the op files share.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lazy/lazy.hpp"
+#include "tg/tensor.hpp"
+#include "uop/uop.hpp"
+
+namespace tg {
+
+struct Function;
+
+// tinygrad's Tensor slots: lazydata, requires_grad (None/False/True), grad, _ctx.
+struct TensorData {
+  LazyBufferPtr lazydata;
+  std::optional<bool> requires_grad;
+  std::optional<Tensor> grad;
+  std::shared_ptr<Function> ctx;   // the Function that made this tensor, while autograd needs it
+};
+
+namespace detail {
+Tensor make_tensor(LazyBufferPtr lb, std::optional<bool> requires_grad = {});
+inline const LazyBufferPtr& lb(const Tensor& t) { return t.impl()->lazydata; }
+std::string resolve_device(const std::string& device);          // "" -> default device, canonical name
+DType opts_dtype(const Opts& o, DType fallback);
+// dim in [-max(1,ndim+outer), max(1,ndim+outer)) else tg::Error naming op and shape
+int resolve_dim(const Tensor& t, int dim, const char* op, bool outer = false);
+std::vector<int> resolve_axes(const Tensor& t, const Axes& axis, const char* op);
+Shape broadcast_shape(const std::vector<Shape>& shapes, const char* op);
+// a scalar operand as a 0-d tensor with the weak-type dtype rule of _broadcasted
+Tensor scalar_like(const Tensor& x, const ConstType& y);
+Tensor operand_tensor(const Tensor& x, const Operand& y);
+std::pair<Tensor, Tensor> broadcasted(const Tensor& x, const Operand& y, bool reverse = false, bool match_dtype = true,
+                                      const char* op = "broadcast");
+Tensor broadcast_to(const Tensor& x, const Shape& shape, const char* op = "expand");
+std::vector<int64_t> make_pair(const Shape& v, size_t n, const char* op, const char* what);
+// tinygrad's _pool: (..., *spatial) -> (..., *out, *kernel)
+Tensor pool(const Tensor& x, const Shape& k, const Shape& stride, const Shape& dilation, const char* op);
+Tensor slice_pad(const Tensor& x, const std::vector<std::optional<std::pair<int64_t, int64_t>>>& arg, double value = 0);
+Tensor cumsum_(const Tensor& x, int axis, bool first_zero = false);
+Tensor tri(int64_t r, int64_t c, int64_t diagonal, const Opts& opts);
+std::vector<int64_t> padding2d(const Shape& padding, size_t dims, const char* op);
+}  // namespace detail
+
+}  // namespace tg
