@@ -78,6 +78,7 @@ torch::Tensor make_torch(const std::vector<double>& v, const In& in, bool grad) 
     case Kind::I32: t = torch::tensor(as<int32_t>(v), torch::kInt32).reshape(shape); break;
     case Kind::Idx: t = torch::tensor(as<int64_t>(v), torch::kInt64).reshape(shape); break;
     case Kind::Bool: t = torch::tensor(as<int32_t>(v), torch::kInt32).to(torch::kBool).reshape(shape); break;
+    case Kind::U8: t = torch::tensor(as<int32_t>(v), torch::kInt32).to(torch::kUInt8).reshape(shape); break;
   }
   t = t.clone();
   if (grad) t.requires_grad_(true);
@@ -92,6 +93,7 @@ tg::Tensor make_tg(const std::vector<double>& v, const In& in, bool grad) {
     case Kind::F16: return tg::Tensor::from(as<float>(v), in.shape).cast(tg::dtypes::float16);
     case Kind::I32:
     case Kind::Idx: return tg::Tensor::from(as<int32_t>(v), in.shape);
+    case Kind::U8: return tg::Tensor::from(as<uint8_t>(v), in.shape);
     case Kind::Bool: {
       std::vector<bool> b;
       for (double x : v) b.push_back(x != 0);
@@ -143,7 +145,7 @@ std::string compare(const std::string& what, const std::vector<int64_t>& tshape,
 }
 
 std::string ins_str(const std::vector<In>& ins) {
-  static const char* kn[] = {"f32", "f16", "i32", "idx", "bool"};
+  static const char* kn[] = {"f32", "f16", "i32", "idx", "bool", "u8"};
   std::string r;
   for (size_t i = 0; i < ins.size(); i++)
     r += (i ? " " : "") + shape_str(ins[i].shape) + kn[static_cast<int>(ins[i].kind)];

@@ -19,7 +19,7 @@ namespace conf {
 
 // Input kinds. Idx is an integer index tensor: int32 in tg (tinygrad's default int), int64 in
 // torch (which requires Long indices for gather/one_hot/cross_entropy/indexing).
-enum class Kind { F32, F16, I32, Idx, Bool };
+enum class Kind { F32, F16, I32, Idx, Bool, U8 };
 
 struct In {
   tg::Shape shape;
@@ -31,6 +31,7 @@ struct In {
 inline In F(tg::Shape s, double lo = -2, double hi = 2) { return In{std::move(s), Kind::F32, lo, hi}; }
 inline In I(tg::Shape s, double lo = -10, double hi = 10) { return In{std::move(s), Kind::I32, lo, hi}; }
 inline In Ix(tg::Shape s, int64_t lo, int64_t hi) { return In{std::move(s), Kind::Idx, double(lo), double(hi)}; }
+inline In U8(tg::Shape s, double lo = 0, double hi = 255) { return In{std::move(s), Kind::U8, lo, hi}; }
 inline In B(tg::Shape s) { return In{std::move(s), Kind::Bool, 0, 1}; }
 inline In H(tg::Shape s, double lo = -2, double hi = 2) { return In{std::move(s), Kind::F16, lo, hi}; }
 inline In V(tg::Shape s, std::vector<double> vals, Kind k = Kind::F32) { return In{std::move(s), k, 0, 0, std::move(vals)}; }
@@ -60,6 +61,12 @@ Case same(std::string name, std::vector<In> ins, Fn fn) {
   return Case{std::move(name), std::move(ins), [fn](const std::vector<tg::Tensor>& x) { return tg::Tensor(fn(x)); },
               [fn](const std::vector<torch::Tensor>& x) { return torch::Tensor(fn(x)); }};
 }
+// The body of a generic lambda over the inputs x (a vector of either tensor type): same("add", {...}, FN(x[0] + x[1]))
+#define FN(...) [](const auto& x) { return __VA_ARGS__; }
+// One case with a separate tg and torch function: pair("max", {...}, TG(x[0].max(1)), TH(x[0].amax(1)))
+#define TG(...) [](const std::vector<tg::Tensor>& x) -> tg::Tensor { return __VA_ARGS__; }
+#define TH(...) [](const std::vector<torch::Tensor>& x) -> torch::Tensor { return __VA_ARGS__; }
+
 // One case with a separate tg and torch function.
 inline Case pair(std::string name, std::vector<In> ins, TgFn t, ThFn th) {
   return Case{std::move(name), std::move(ins), std::move(t), std::move(th)};

@@ -13,6 +13,8 @@ namespace F_ = torch::nn::functional;
 
 namespace {
 
+constexpr double inf = INFINITY, nan = NAN;
+
 struct Unary {
   std::string name;
   std::function<tg::Tensor(const tg::Tensor&)> t;
@@ -128,7 +130,6 @@ std::vector<Case> all_unary_cases() {
                     [](const auto& x) { return x[0].round(); }).fwd());
   cs.push_back(same("floor_ceil_trunc/exact", {V({6}, {1.5, -1.5, 2.0, -2.0, 0.0, -0.2})},
                     [](const auto& x) { return x[0].floor() + x[0].ceil() * 10 + x[0].trunc() * 100; }).fwd());
-  double inf = INFINITY, nan = NAN;
   cs.push_back(same("exp/naninf", {V({4}, {nan, inf, -inf, 0})}, [](const auto& x) { return x[0].exp(); }).fwd());
   cs.push_back(same("log/naninf", {V({5}, {nan, inf, -1, 0, 1})}, [](const auto& x) { return x[0].log(); }).fwd());
   cs.push_back(same("sqrt/naninf", {V({4}, {nan, inf, -1, 0})}, [](const auto& x) { return x[0].sqrt(); }).fwd());
