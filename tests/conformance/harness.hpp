@@ -81,6 +81,7 @@ int run_cases(const std::string& family, const std::vector<Case>& cases);
 // generic lambda serves both (see same()). Axes: nullopt = all axes.
 using Ax = std::optional<std::vector<int64_t>>;
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
+inline Ax axes(std::initializer_list<int64_t> a) { return std::vector<int64_t>(a); }
 namespace op {
 tg::Tensor sum(const tg::Tensor& x, Ax ax = {}, bool keepdim = false);
 torch::Tensor sum(const torch::Tensor& x, Ax ax = {}, bool keepdim = false);

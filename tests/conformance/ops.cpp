@@ -25,6 +25,11 @@ torch::Tensor per_dim(const torch::Tensor& x, const Ax& ax, bool keepdim, F f) {
   for (int64_t d : dims) r = f(r, d, keepdim);
   return r;
 }
+// torch has no max/argmax kernels for bool: reduce as uint8 (bools stay bools)
+torch::Tensor nobool(const torch::Tensor& x) { return x.scalar_type() == torch::kBool ? x.to(torch::kUInt8) : x; }
+torch::Tensor rebool(const torch::Tensor& r, const torch::Tensor& x) {
+  return x.scalar_type() == torch::kBool ? r.to(torch::kBool) : r;
+}
 }  // namespace
 
 tg::Tensor sum(const tg::Tensor& x, Ax ax, bool keepdim) { return x.sum(tg_axes(ax), keepdim); }
@@ -33,13 +38,13 @@ tg::Tensor mean(const tg::Tensor& x, Ax ax, bool keepdim) { return x.mean(tg_axe
 torch::Tensor mean(const torch::Tensor& x, Ax ax, bool keepdim) { return x.mean(ax ? *ax : all_dims(x), keepdim); }
 tg::Tensor max(const tg::Tensor& x, Ax ax, bool keepdim) { return x.max(tg_axes(ax), keepdim); }
 torch::Tensor max(const torch::Tensor& x, Ax ax, bool keepdim) {
-  if (!ax && !keepdim) return x.max();   // evenly distributes the gradient over ties, as tinygrad
-  return torch::amax(x, ax ? *ax : all_dims(x), keepdim);
+  if (!ax && !keepdim) return rebool(nobool(x).max(), x);   // evenly distributes the gradient over ties, as tinygrad
+  return rebool(torch::amax(nobool(x), ax ? *ax : all_dims(x), keepdim), x);
 }
 tg::Tensor min(const tg::Tensor& x, Ax ax, bool keepdim) { return x.min(tg_axes(ax), keepdim); }
 torch::Tensor min(const torch::Tensor& x, Ax ax, bool keepdim) {
-  if (!ax && !keepdim) return x.min();
-  return torch::amin(x, ax ? *ax : all_dims(x), keepdim);
+  if (!ax && !keepdim) return rebool(nobool(x).min(), x);
+  return rebool(torch::amin(nobool(x), ax ? *ax : all_dims(x), keepdim), x);
 }
 tg::Tensor prod(const tg::Tensor& x, Ax ax, bool keepdim) { return x.prod(tg_axes(ax), keepdim); }
 torch::Tensor prod(const torch::Tensor& x, Ax ax, bool keepdim) {
@@ -68,11 +73,11 @@ tg::Tensor logsumexp(const tg::Tensor& x, int axis, bool keepdim) { return x.log
 torch::Tensor logsumexp(const torch::Tensor& x, int axis, bool keepdim) { return x.logsumexp({axis}, keepdim); }
 tg::Tensor argmax(const tg::Tensor& x, std::optional<int> axis, bool keepdim) { return x.argmax(axis, keepdim); }
 torch::Tensor argmax(const torch::Tensor& x, std::optional<int> axis, bool keepdim) {
-  return axis ? x.argmax(int64_t{*axis}, keepdim) : x.argmax();
+  return axis ? nobool(x).argmax(int64_t{*axis}, keepdim) : nobool(x).argmax();
 }
 tg::Tensor argmin(const tg::Tensor& x, std::optional<int> axis, bool keepdim) { return x.argmin(axis, keepdim); }
 torch::Tensor argmin(const torch::Tensor& x, std::optional<int> axis, bool keepdim) {
-  return axis ? x.argmin(int64_t{*axis}, keepdim) : x.argmin();
+  return axis ? nobool(x).argmin(int64_t{*axis}, keepdim) : nobool(x).argmin();
 }
 
 tg::Tensor shrink(const tg::Tensor& x, const Pairs& arg) { return x.shrink(arg); }
