@@ -1,6 +1,8 @@
 // tinygrad.cpp: everything public. #include <tg/tg.hpp>, namespace tg.
 #pragma once
+#include "tg/device.hpp"
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
-#include "tg/device.hpp"
+#include "tg/shapetracker.hpp"
+#include "tg/symbolic.hpp"
 #include "tg/tensor.hpp"

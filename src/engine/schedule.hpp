@@ -26,8 +26,16 @@ struct ScheduleItem {
   std::string str() const;                   // printable like tinygrad's ScheduleItem
 };
 
+// Schedules every unrealized LazyBuffer the outs depend on. Afterwards each scheduled base holds its
+// Buffer (not allocated yet: running the items does that) and has dropped its srcs, so it counts as
+// realized and the graph above it is freed. Non-kernel items: COPY bufs = (dest, src), VIEW
+// (view, base), EMPTY (buf). Throws tg::Error for an assign that reads its target through a
+// non-contiguous view and for a cycle (an assign target needed after it is overwritten).
 std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs);
 // The memory planner: reuse intermediate buffers within a schedule (tinygrad's memory_planner).
+// A buffer that is unallocated, held by no live LazyBuffer and used only by kernels takes the storage
+// (or an offset-0 view of it) of a same-device, same-dtype buffer whose uses are over. Run it after
+// create_schedule's LazyBuffers are dropped; NO_MEMORY_PLANNER=1 disables it.
 std::vector<ScheduleItem> memory_planner(std::vector<ScheduleItem> schedule);
 
 }  // namespace tg

@@ -19,7 +19,8 @@ using LazyBufferPtr = std::shared_ptr<LazyBuffer>;
 
 // The op of a base LazyBuffer.
 using LBOp = std::variant<std::monostate, MetaOps, UnaryOps, BinaryOps, TernaryOps, ReduceOps>;
-// Its arg: CONST value, CAST target dtype, reduce axes, ASSIGN target view, COPY byte count.
+// Its arg: CONST value, CAST/BITCAST target dtype, reduce axes (sorted), ASSIGN target view (only when the
+// target view isn't contiguous), COPY byte count. CUSTOM carries no callable yet.
 using LBArg = std::variant<std::monostate, ConstType, DType, std::vector<int64_t>, ShapeTracker, int64_t>;
 
 class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
@@ -32,7 +33,7 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   LBOp op;
   LBArg arg;
   std::vector<LazyBufferPtr> srcs;          // cleared once realized, so the graph above is freed
-  std::shared_ptr<Buffer> buffer;
+  std::shared_ptr<Buffer> buffer;           // set by from_buffer, or by the scheduler (ensure_buffer)
   std::weak_ptr<LazyBuffer> contiguous_child;   // with contiguous_child_st: a contiguous copy of this base
   std::optional<ShapeTracker> contiguous_child_st;
   bool forced_realize = false;
@@ -42,19 +43,22 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
                               LBArg arg = {}, std::vector<LazyBufferPtr> srcs = {}, LazyBufferPtr base = nullptr);
   static LazyBufferPtr metaop(MetaOps op, const Shape& shape, DType dtype, const std::string& device,
                               LBArg arg = {}, std::vector<LazyBufferPtr> srcs = {});
-  // a realized buffer from host data
+  // a realized base over an existing Buffer (EMPTY op, no srcs); shape must have buf->size elements
   static LazyBufferPtr from_buffer(std::shared_ptr<Buffer> buf, const Shape& shape);
 
   const Shape& shape() const { return st.shape(); }
-  int64_t size() const;                      // elements of the base buffer (st.size())
+  int64_t size() const;                      // elements of this shape, prod(shape()) (tinygrad 0.9.2's st.size)
   LazyBufferPtr base();                      // self when this is a base
   bool is_base() const { return base_ == nullptr; }
-  bool realized() const;                     // base with a buffer and no pending op
+  bool realized() const;                     // base with a buffer and no pending srcs (tinygrad's `realized`)
   bool is_realized();                        // base().realized()
   bool is_unrealized_const();
   bool is_unrealized_unmasked_const();
   bool can_view();
   std::string str() const;                   // "<LB CPU (3,) int (MetaOps.COPY, None)>"
+  ~LazyBuffer();                             // drops its Buffer reference; frees deep graphs without recursion
+  // the Buffer a scheduled base writes: a new one, the ASSIGN target's, or a view of the VIEW source's
+  const std::shared_ptr<Buffer>& ensure_buffer();
 
   LazyBufferPtr const_(ConstType val, std::optional<Shape> shape = {});
   LazyBufferPtr assign(const LazyBufferPtr& x);
@@ -77,9 +81,16 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   LazyBufferPtr shrink(const std::vector<std::pair<int64_t, int64_t>>& arg);
   LazyBufferPtr stride(const std::vector<int64_t>& arg);
 
+  // op tests on a base: lb->op_is(MetaOps::CONST), lb->is_reduce()
+  template <class T> bool op_is(T v) const { auto p = std::get_if<T>(&op); return p != nullptr && *p == v; }
+  bool is_reduce() const { return std::holds_alternative<ReduceOps>(op); }
+
   LazyBufferPtr base_;                       // set on views only
  private:
   LazyBufferPtr view_(const ShapeTracker& new_st);
+  LazyBufferPtr alu_(LBOp op, const std::vector<LazyBufferPtr>& in_srcs);
+  LazyBufferPtr reduce_op_(ReduceOps op, const std::vector<int64_t>& axis);
+  LazyBufferPtr copy_(const std::string& device);
 };
 
 }  // namespace tg

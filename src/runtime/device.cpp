@@ -1,6 +1,8 @@
 // Device registry, the LRU allocator and the cached compile path shared by every backend.
 #include "runtime/device.hpp"
 
+#include <chrono>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,7 +71,9 @@ void* Allocator::offset(void* base, size_t nbytes, size_t byte_offset) { return 
 std::string Compiler::compile_cached(const std::string& src) {
   std::string key = cachekey() + "\n" + src;
   if (auto lib = diskcache_get("compile", key)) return *lib;
+  auto t0 = std::chrono::steady_clock::now();
   std::string lib = compile(src);
+  compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   compile_count++;
   diskcache_put("compile", key, lib);
   return lib;

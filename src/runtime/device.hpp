@@ -42,6 +42,7 @@ class Compiler {
   std::string compile_cached(const std::string& src);
   virtual std::string cachekey() const = 0;                  // device + compiler + flags
   int64_t compile_count = 0;                                 // real (uncached) compiles, for tests and DEBUG
+  double compile_seconds = 0;                                // time spent in them
 };
 
 // A loaded kernel. Returns the kernel's run time in seconds when wait, else 0.

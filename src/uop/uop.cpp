@@ -218,6 +218,8 @@ static void compute_min_max(UOpNode& n) {
     default: break;
   }
   if (n.op != Ops::ALU || n.dtype.is_unsigned()) return;
+  for (const UOp& x : n.src)   // a comparison of floats has no integer bounds to reason with
+    if (!is_index_like(x->dtype)) return;
   const bool b = n.dtype.is_bool();
   // overflow-safe products and sums: give up (dtype range) if they would overflow
   auto add_ok = [](int64_t a, int64_t c, int64_t& r) { return !__builtin_add_overflow(a, c, &r); };
@@ -483,7 +485,22 @@ std::string UOp::render() const {
   }
   if (std::holds_alternative<TernaryOps>(n.arg)) return "(" + r(1) + " if " + r(0) + " else " + r(2) + ")";
   switch (std::get<BinaryOps>(n.arg)) {
-    case BinaryOps::ADD: return "(" + r(0) + "+" + r(1) + ")";
+    case BinaryOps::ADD: {
+      // a sum renders flat with its terms sorted, like tinygrad's symbolic SumNode
+      std::vector<std::string> terms;
+      std::vector<UOp> stack{*this};
+      while (!stack.empty()) {
+        UOp x = stack.back();
+        stack.pop_back();
+        auto b = std::get_if<BinaryOps>(&x->arg);
+        if (x->op == Ops::ALU && b && *b == BinaryOps::ADD) stack.insert(stack.end(), x->src.begin(), x->src.end());
+        else terms.push_back(x.render());
+      }
+      std::sort(terms.begin(), terms.end());
+      std::string out = "(";
+      for (size_t i = 0; i < terms.size(); i++) out += (i ? "+" : "") + terms[i];
+      return out + ")";
+    }
     case BinaryOps::MUL: return "(" + r(0) + "*" + r(1) + ")";
     case BinaryOps::IDIV: return "(" + r(0) + "//" + r(1) + ")";
     case BinaryOps::MOD: return "(" + r(0) + "%" + r(1) + ")";

@@ -1,0 +1,184 @@
+// hand_coded_optimizations (tinygrad 0.9.2 Kernel.hand_coded_optimizations): the default opts when
+// BEAM is off. Matvec grouping and GROUPTOP on GPUs, upcasts of small masked axes, float4-friendly
+// upcasts of expanded axes, unrolling small reduces, and locals on GPUs.
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "codegen/kernel.hpp"
+
+namespace tg {
+
+namespace {
+
+bool is_load(const UOp& u) { return u->op == Ops::LOAD && u->src.size() >= 2 && u->src[1]->op == Ops::SHAPETRACKER; }
+
+int64_t prod_range(const Shape& s, int64_t lo, int64_t hi) {
+  int64_t r = 1;
+  for (int64_t i = std::max<int64_t>(lo, 0); i < hi && i < static_cast<int64_t>(s.size()); i++) r *= s[i];
+  return r;
+}
+
+// MV: a matrix-vector SUM(a*b) reading one side along the reduce axis gets GROUP + LOCAL + UPCAST
+bool matvec(Kernel& k) {
+  const int64_t blocksize = getenv("MV_BLOCKSIZE", 4), threads_per_row = getenv("MV_THREADS_PER_ROW", 8),
+                rows_per_thread = getenv("MV_ROWS_PER_THREAD", 4);
+  if (!(k.opts->has_local && k.opts->has_shared && getenv("MV", 1) != 0 && (blocksize > 1 || threads_per_row > 1 || rows_per_thread > 1)))
+    return false;
+  auto r = k.reduceop();
+  if (!r || (*r)->as<ReduceArg>().op != ReduceOps::SUM || k.full_shape().size() < 2) return false;
+  const UOp& mul = (*r)->src[0];
+  if (!(mul->op == Ops::ALU && mul->is<BinaryOps>() && mul->as<BinaryOps>() == BinaryOps::MUL && is_load(mul->src[0]) && is_load(mul->src[1])))
+    return false;
+  auto index = [&](const UOp& u) { return std::find(k.bufs.begin(), k.bufs.end(), u) - k.bufs.begin(); };
+  const ShapeTracker &st0 = k.sts[index(mul->src[0])], &st1 = k.sts[index(mul->src[1])];
+  const auto s0 = st0.real_strides(), s1 = st1.real_strides();
+  auto has_expanded_axis = [](const Shape& shape, const std::vector<std::optional<int64_t>>& strides) {
+    for (size_t i = 0; i < shape.size(); i++)
+      if (shape[i] > 1 && strides[i] && *strides[i] == 0) return true;
+    return false;
+  };
+  if (!(s0[k.first_reduce()] == 1 && !(has_expanded_axis(st0.shape(), s0) && has_expanded_axis(st1.shape(), s1)))) return false;
+  for (int64_t g = 0; g < k.global_dims(); g++) {
+    if (k.full_shape()[k.first_reduce()] % threads_per_row == 0 && k.full_shape()[g] % (blocksize * rows_per_thread) == 0) {
+      if (debug() >= 3) std::cout << "MATVEC: full_shape=" << to_str(k.full_shape()) << " first_reduce=" << k.first_reduce() << "\n";
+      if (threads_per_row > 1) k.apply_opt({OptOps::GROUP, 0, threads_per_row});
+      if (blocksize > 1) k.apply_opt({OptOps::LOCAL, g, blocksize});
+      if (rows_per_thread > 1) k.apply_opt({OptOps::UPCAST, g, rows_per_thread});
+      return true;
+    }
+  }
+  return false;
+}
+
+void grouptop(Kernel& k) {
+  const int64_t fr = k.first_reduce();
+  const int64_t out_work = prod_range(k.sts[0].shape(), 0, fr);
+  if (!(k.float4_axis(0).empty() && fr <= 2 && fr + 1 <= k.shape_len() && out_work <= 2048)) return;
+  std::vector<int64_t> sizes = out_work <= 32 ? std::vector<int64_t>{256, 16} : std::vector<int64_t>{16};
+  for (int64_t sz : sizes) {
+    bool all = true;
+    for (const ShapeTracker& st : k.sts) all = all && (st.shape()[fr] % sz == 0 || st.shape()[fr] == 1);
+    if (!all) continue;
+    try {
+      k.apply_opt({OptOps::GROUPTOP, 0, sz});   // may need more shared memory than there is
+      return;
+    } catch (const KernelOptError&) {
+    }
+  }
+}
+
+void upcast_masked_axes(Kernel& k) {
+  // small dims with lots of valid masks (from Tensor.stack, pads) are upcast
+  std::vector<int64_t> to_upcast;
+  for (int64_t axis = 0; axis < k.first_reduce(); axis++) {
+    int64_t up = prod_range(k.full_shape(), k.first_upcast(), k.shape_len());
+    for (int64_t j : to_upcast) up *= k.full_shape()[j];
+    bool masked = false;
+    for (size_t i = 0; i < k.sts.size() && !masked; i++) masked = k.axis_is_masked(i, axis);
+    if (k.full_shape()[axis] <= 7 && masked && up * k.full_shape()[axis] <= 7 * 7) {
+      if (debug() >= 4) std::cout << "upcasting masked axis : " << axis << "\n";
+      to_upcast.push_back(axis);
+    }
+  }
+  for (auto it = to_upcast.rbegin(); it != to_upcast.rend(); ++it) k.apply_opt({OptOps::UPCAST, *it, 0});
+}
+
+void upcast_expanded_axes(Kernel& k) {
+  std::set<int64_t> upcasted_axis;
+  while (prod_range(k.sts[0].shape(), 0, k.first_reduce()) >= 1024) {
+    std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> xb_choices;
+    for (int64_t axis = 0; axis < k.first_reduce(); axis++) {
+      for (int64_t amount : {3, 4}) {
+        if (upcasted_axis.count(axis) || k.full_shape()[axis] % amount != 0) continue;
+        // some buffer is broadcast along axis and has no broadcast upcasted axis yet
+        bool want = false;
+        for (size_t b = 0; b < k.sts.size() && !want; b++) {
+          if (k.sts[b].views.back().strides[axis] != 0) continue;
+          bool has_zero = false;
+          for (auto& [sz, st, r] : k.upcasted_axis(b)) has_zero = has_zero || (st && *st == 0);
+          want = !has_zero;
+        }
+        if (!want) continue;
+        int64_t n_pos = 0, sum = 0;
+        for (const ShapeTracker& st : k.sts) n_pos += st.views.back().strides[axis] > 0, sum += st.views.back().strides[axis];
+        xb_choices.emplace_back(n_pos, sum, axis, amount);
+      }
+    }
+    if (xb_choices.empty()) break;
+    std::sort(xb_choices.begin(), xb_choices.end());
+    if (debug() >= 4) std::cout << "float4 merging axis : " << std::get<2>(xb_choices[0]) << "\n";
+    k.apply_opt({OptOps::UPCAST, std::get<2>(xb_choices[0]), std::get<3>(xb_choices[0])});
+    upcasted_axis.insert(std::get<2>(xb_choices[0]));
+  }
+}
+
+void unroll_small_reduce(Kernel& k) {
+  if (!(k.first_reduce() < k.first_upcast())) return;
+  bool reduce_upcast = false;
+  for (auto& [sz, st, r] : k.upcasted_axis(k.full_buf_index)) reduce_upcast = reduce_upcast || r;
+  const int64_t up = prod_range(k.full_shape(), k.first_upcast(), k.shape_len());
+  if (!((up <= 4 || !reduce_upcast) && (k.upcasted == 0 || prod_range(k.full_shape(), k.shape_len() - k.upcasted, k.shape_len()) < 64))) return;
+  const int64_t s = k.full_unupcasted_shape().back();
+  auto last_reduce_axis = [&] { return static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1 - k.first_reduce(); };
+  if (s <= 32) {
+    k.apply_opt({OptOps::UNROLL, last_reduce_axis(), 0});
+    // if it's small, unroll a second reduce dimension too
+    if (k.first_reduce() < k.first_upcast() && s <= 3 && k.full_unupcasted_shape().back() <= 3)
+      k.apply_opt({OptOps::UNROLL, last_reduce_axis(), 0});
+  } else if (s % 4 == 0) {
+    k.apply_opt({OptOps::UNROLL, last_reduce_axis(), 4});
+  }
+}
+
+void add_locals(Kernel& k) {
+  if (getenv("NOLOCALS") && k.local_dims == 0 && !k.group_for_reduces) {
+    k.apply_opt({OptOps::NOLOCALS, std::nullopt, std::nullopt});
+    return;
+  }
+  // prioritize making expand axes local
+  std::vector<std::pair<bool, int64_t>> ranking;
+  for (int64_t axis = 0; axis < k.first_reduce(); axis++) {
+    bool expanded = false;
+    for (const ShapeTracker& st : k.sts) expanded = expanded || st.views.back().strides[axis] == 0;
+    ranking.emplace_back(expanded, axis);
+  }
+  std::sort(ranking.begin(), ranking.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; });
+  std::vector<std::pair<int64_t, int64_t>> to_local;
+  for (auto& [_, axis] : ranking) {
+    int64_t local_size = 1;
+    for (auto& [a, sz] : to_local) local_size *= sz;
+    std::vector<int64_t> cands = axis == 0 ? std::vector<int64_t>{32, 16, 8, 4, 3, 2} : std::vector<int64_t>{16, 8, 4, 3, 2};
+    for (int64_t x : cands)
+      if (k.full_shape()[axis] % x == 0 && local_size * x <= 128) { to_local.emplace_back(axis, x); break; }
+  }
+  if (to_local.size() > 3) to_local.resize(3);
+  std::sort(to_local.begin(), to_local.end());
+  int64_t deleted_shape = 0;
+  for (auto [axis, local_sz] : to_local) {
+    axis -= deleted_shape;
+    const bool will_delete_shape = local_sz == k.full_shape()[axis];
+    k.apply_opt({OptOps::LOCAL, axis, local_sz});
+    if (will_delete_shape) deleted_shape += 1;
+  }
+}
+
+}  // namespace
+
+Kernel& Kernel::hand_coded_optimizations() {
+  required_optimizations();
+  if (matvec(*this)) return *this;
+  if (opts->has_local && opts->has_shared) grouptop(*this);
+  if (group_for_reduces) return *this;   // no more opts when grouping
+
+  upcast_masked_axes(*this);
+  upcast_expanded_axes(*this);
+  unroll_small_reduce(*this);
+  // if nothing at all is upcasted and it's easy to, upcast the last axis by 4
+  if (upcasted == 0 && !full_unupcasted_shape().empty() && full_unupcasted_shape().back() % 4 == 0)
+    apply_opt({OptOps::UPCAST, static_cast<int64_t>(full_unupcasted_shape().size()) - 1, 4});
+  if (opts->has_local) add_locals(*this);
+  return *this;
+}
+
+}  // namespace tg

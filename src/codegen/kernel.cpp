@@ -1,0 +1,509 @@
+// Kernel: AST analysis, shape simplification, OptOps and naming (tinygrad 0.9.2 codegen/kernel.py).
+#include "codegen/kernel.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <iostream>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codegen/linearizer.hpp"
+#include "codegen/lowerer.hpp"
+#include "codegen/uopgraph.hpp"
+#include "shape/shapetracker_arg.hpp"
+
+namespace tg {
+
+std::string to_string(OptOps op) {
+  static const char* names[] = {"TC", "UPCAST", "UPCASTMID", "UNROLL", "LOCAL", "GROUP", "GROUPTOP", "NOLOCALS", "PADTO", "SWAP"};
+  return std::string("OptOps.") + names[static_cast<int>(op)];
+}
+
+void opt_check(bool cond, const std::string& msg) {
+  if (!cond) throw KernelOptError(msg);
+}
+
+std::string Opt::str() const {
+  auto s = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("None"); };
+  return "Opt(op=" + to_string(op) + ", axis=" + s(axis) + ", amt=" + s(amt) + ")";
+}
+
+int64_t Opt::real_axis(const Kernel& k) const {
+  if (!axis) return -1;
+  if (op == OptOps::UNROLL) return k.first_reduce() + *axis;
+  if (op == OptOps::GROUP || op == OptOps::GROUPTOP) return k.first_reduce() + k.group_for_reduces + *axis;
+  return *axis;
+}
+
+KernelInfo KernelInfo::from_arg(const Arg& a) {
+  KernelInfo ki;
+  if (const auto* v = std::get_if<std::vector<int64_t>>(&a)) {
+    TG_ASSERT(v->size() == 3, "KernelInfo arg needs {local_dims, upcasted, dont_use_locals}");
+    ki.local_dims = (*v)[0], ki.upcasted = (*v)[1], ki.dont_use_locals = (*v)[2] != 0;
+  }
+  return ki;
+}
+
+namespace {
+
+bool is_buffer_op(const UOp& u) {
+  return (u->op == Ops::LOAD || u->op == Ops::STORE || u->op == Ops::CONST) && !u->src.empty() &&
+         u->src[u->op == Ops::CONST ? 0 : 1]->op == Ops::SHAPETRACKER;
+}
+const UOp& st_src(const UOp& u) { return u->src[u->op == Ops::CONST ? 0 : 1]; }
+
+// tinygrad's LazyOp.lazyops: pre-order, each node once
+void lazyops(const UOp& u, std::vector<UOp>& out, std::unordered_set<const UOpNode*>& seen) {
+  if (!seen.insert(u.get()).second) return;
+  out.push_back(u);
+  if (is_buffer_op(u) && u->op != Ops::STORE) return;
+  for (const UOp& s : u->src) lazyops(s, out, seen);
+}
+
+// the shape every AST node iterates over (tinygrad's verify_lazyop)
+const ShapeTracker& node_st(const UOp& u, std::unordered_map<const UOpNode*, ShapeTracker>& memo) {
+  if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
+  ShapeTracker st = ShapeTracker::from_shape({});
+  if (is_buffer_op(u)) {
+    st = st_of(st_src(u));
+  } else if (u->op == Ops::REDUCE_AXIS) {
+    Shape s = node_st(u->src[0], memo).shape();
+    for (int64_t a : u->as<ReduceArg>().axes) s[a] = 1;
+    st = ShapeTracker::from_shape(s);
+  } else {
+    TG_ASSERT(!u->src.empty(), "AST node without a shape: " + u.str());
+    st = node_st(u->src[0], memo);
+  }
+  return memo.emplace(u.get(), st).first->second;
+}
+
+bool has_ast_op(const UOp& root, const std::function<bool(const UOp&)>& pred) {
+  for (const UOp& u : root.toposort())
+    if (pred(u)) return true;
+  return false;
+}
+
+}  // namespace
+
+Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_) {
+  TG_ASSERT(ast->op == Ops::SINK && !ast->src.empty(), "a kernel AST is a SINK of STOREs: " + ast.str());
+  for (const UOp& s : ast->src) TG_ASSERT(s->op == Ops::STORE, "a kernel AST is a SINK of STOREs: " + ast.str());
+
+  std::vector<UOp> ops;
+  std::unordered_set<const UOpNode*> seen;
+  lazyops(ast, ops, seen);
+  for (const UOp& u : ops)
+    if (is_buffer_op(u)) bufs.push_back(u);
+  for (const UOp& u : ast.toposort()) {
+    if (u->op == Ops::REDUCE_AXIS) reduceops.push_back(u);
+    if (u->op == Ops::DEFINE_VAR) vars.push_back(u);
+  }
+
+  std::unordered_map<const UOpNode*, ShapeTracker> st_memo;
+  for (const UOp& b : bufs) sts.push_back(node_st(b, st_memo));
+  if (!reduceops.empty()) {
+    std::vector<UOp> early;
+    std::unordered_set<const UOpNode*> seen_r;
+    lazyops(reduceops[0], early, seen_r);
+    for (const UOp& u : early)
+      if (is_buffer_op(u)) {
+        full_buf_index = static_cast<int>(std::find(bufs.begin(), bufs.end(), u) - bufs.begin());
+        break;
+      }
+  }
+  for (const UOp& r : reduceops) {
+    sts.push_back(node_st(r, st_memo));
+    sts.push_back(node_st(r->src[0], st_memo));
+  }
+
+  // move all reduce axes to the end
+  std::vector<int> permute;
+  const Shape fs = full_shape(), os = output_shape();
+  TG_ASSERT(fs.size() == os.size(), "output and full shape differ in rank: " + to_str(fs) + " vs " + to_str(os));
+  for (size_t i = 0; i < fs.size(); i++)
+    if (fs[i] == os[i]) permute.push_back(static_cast<int>(i));
+  for (size_t i = 0; i < fs.size(); i++)
+    if (fs[i] != os[i]) permute.push_back(static_cast<int>(i));
+  reshape_and_permute(nullptr, permute);
+
+  simplify_ones();
+  simplify_merge_adjacent();
+}
+
+Shape Kernel::full_unupcasted_shape() const {
+  const Shape& fs = full_shape();
+  return Shape(fs.begin(), fs.begin() + first_upcast());
+}
+
+int64_t Kernel::first_reduce() const {
+  const Shape &s0 = sts[0].shape(), &fs = full_shape();
+  for (int64_t i = 0; i < first_upcast(); i++)
+    if (s0[i] != fs[i]) return i;
+  return first_upcast();
+}
+
+std::vector<int64_t> Kernel::upcast_in_mid_reduce_axes() const {
+  std::vector<int64_t> ret;
+  for (int64_t j = first_reduce(); j < first_reduce() + group_for_reduces; j++)
+    if (full_shape()[j] == sts[0].shape()[j]) ret.push_back(j);
+  return ret;
+}
+
+std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> Kernel::upcasted_axis(size_t i) const {
+  std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> ret;
+  auto strides = sts[i].real_strides();
+  for (int64_t a = first_upcast(); a < shape_len(); a++)
+    ret.emplace_back(sts[i].shape()[a], strides[a], sts[0].shape()[a] != full_shape()[a]);
+  return ret;
+}
+
+std::vector<int64_t> Kernel::float4_axis(size_t i) const {
+  std::vector<int64_t> ret;
+  for (auto x : sts[i].unit_stride_axes())
+    if (x >= first_upcast() && sts[i].shape()[x] % 4 == 0) ret.push_back(x - first_upcast());
+  return ret;
+}
+
+bool Kernel::axis_is_masked(size_t i, int64_t axis) const { return sts[i].axis_is_masked(static_cast<int>(axis)); }
+
+// ******************** shape plumbing ********************
+
+void Kernel::reshape_and_permute(const std::function<Shape(const Shape&)>& new_shape_fxn, const std::vector<int>& axis) {
+  for (ShapeTracker& st : sts) {
+    if (new_shape_fxn) st = st.reshape(new_shape_fxn(st.shape()));
+    if (!axis.empty()) st = st.permute(axis);
+  }
+}
+
+void Kernel::upcast() {
+  opt_check(full_shape().back() != 1, "can't upcast a dimension with size 1");
+  upcasted += 1;
+}
+
+void Kernel::shift_to(int64_t axis, int64_t amount, bool top, std::optional<int64_t> insert_before_) {
+  int64_t insert_before = insert_before_.value_or(shape_len());
+  const int64_t move_axis = top ? axis : axis + 1;
+  if (move_axis < insert_before) insert_before += 1;
+  std::vector<int> perm;
+  for (int64_t i = 0; i < insert_before; i++)
+    if (i != move_axis) perm.push_back(static_cast<int>(i));
+  perm.push_back(static_cast<int>(move_axis));
+  for (int64_t i = insert_before; i < shape_len() + 1; i++)
+    if (i != move_axis) perm.push_back(static_cast<int>(i));
+  reshape_and_permute(
+      [&](const Shape& x) {
+        Shape r(x.begin(), x.begin() + axis);
+        if (x[axis] > 1) {
+          if (top) r.insert(r.end(), {amount, x[axis] / amount});
+          else r.insert(r.end(), {x[axis] / amount, amount});
+        } else {
+          r.insert(r.end(), {1, 1});
+        }
+        r.insert(r.end(), x.begin() + axis + 1, x.end());
+        return r;
+      },
+      perm);
+}
+
+bool Kernel::simplify_ones() {
+  if (shape_len() == 0) return false;
+  const Shape fs = full_shape();
+  std::vector<bool> all_ones;
+  for (int64_t s : fs) all_ones.push_back(s == 1);
+  auto count = [&](int64_t lo, int64_t hi) {
+    int64_t n = 0;
+    for (int64_t i = std::max<int64_t>(lo, 0); i < hi; i++) n += all_ones[i];
+    return n;
+  };
+  local_dims -= count(first_reduce() - local_dims, first_reduce());
+  upcasted -= count(first_upcast(), shape_len());
+  reshape_and_permute(
+      [&](const Shape& shape) {
+        Shape r;
+        for (size_t i = 0; i < shape.size(); i++)
+          if (!all_ones[i]) r.push_back(shape[i]);
+        return r;
+      },
+      {});
+  return std::find(all_ones.begin(), all_ones.end(), true) != all_ones.end();
+}
+
+void Kernel::simplify_merge_adjacent() {
+  if (shape_len() == 0) return;
+  std::vector<Shape> shapes;
+  std::vector<std::vector<std::optional<int64_t>>> strides;
+  for (const ShapeTracker& st : sts) shapes.push_back(st.shape()), strides.push_back(st.real_strides());
+  // per st: (size, stride) of the merged dims so far
+  std::vector<std::vector<std::pair<int64_t, std::optional<int64_t>>>> rets;
+  for (size_t j = 0; j < sts.size(); j++) rets.push_back({{shapes[j][0], strides[j][0]}});
+  const int64_t fr = first_reduce();
+  for (int64_t i = 1; i < static_cast<int64_t>(shapes[0].size()); i++) {
+    bool mergeable = i != fr;
+    for (size_t j = 0; j < sts.size() && mergeable; j++) {
+      const std::optional<int64_t> sti = strides[j][i], last_st = rets[j].back().second;
+      // a dim merges into the previous one when its stride times its size is the previous stride
+      mergeable = sti && ((*sti != 0 && last_st && *last_st == shapes[j][i] * *sti) || (*sti == 0 && last_st && *last_st == 0));
+    }
+    for (size_t j = 0; j < sts.size(); j++) {
+      if (mergeable) rets[j].back() = {rets[j].back().first * shapes[j][i], strides[j][i]};
+      else rets[j].push_back({shapes[j][i], strides[j][i]});
+    }
+  }
+  for (size_t j = 0; j < sts.size(); j++) {
+    Shape ns;
+    for (auto& [s, _] : rets[j]) ns.push_back(s);
+    sts[j] = sts[j].reshape(ns);
+  }
+}
+
+// ******************** opts ********************
+
+void Kernel::apply_opt(const Opt& opt, bool append_opt) {
+  opt_check(!dont_use_locals || (opt.op != OptOps::LOCAL && opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP &&
+                                 opt.op != OptOps::UPCASTMID),
+            "not using locals");
+  opt_check(opt.op != OptOps::TC, "tensor core opts are not supported");
+  const int64_t axis = opt.real_axis(*this);
+  opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
+  opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
+
+  int64_t amt = -1;
+  if (opt.op == OptOps::SWAP) {
+    amt = opt.amt.value_or(-1);
+  } else if (opt.amt) {
+    amt = *opt.amt != 0 ? *opt.amt : full_shape()[axis];
+    opt_check(amt > 1, "shift/padto of amt 1 is meaningless: " + opt.str());
+    if (opt.op != OptOps::PADTO) opt_check(full_shape()[axis] % amt == 0, "no longer valid shift: " + opt.str() + " on " + to_str(full_shape()));
+  }
+
+  if (reduceop() && (opt.op == OptOps::GROUP || opt.op == OptOps::GROUPTOP ||
+                     (group_for_reduces && opt.op != OptOps::NOLOCALS && opt.op != OptOps::PADTO))) {
+    const int64_t acc_sz = (*reduceop())->dtype.itemsize();
+    int64_t upcast_sz = 1, local_sz = 1;
+    for (int64_t i = first_upcast(); i < shape_len(); i++)
+      if (full_shape()[i] == sts[0].shape()[i]) upcast_sz *= full_shape()[i];
+    for (int64_t i = first_reduce() - local_dims; i < first_reduce() + group_for_reduces; i++) local_sz *= full_shape()[i];
+    const int64_t smem_sz = amt * acc_sz * upcast_sz * local_sz;
+    opt_check(smem_sz <= opts->shared_max,
+              "exceeds maximum shared memory size: needs " + std::to_string(smem_sz) + ", max " + std::to_string(opts->shared_max));
+  }
+
+  switch (opt.op) {
+    case OptOps::LOCAL:   // cyan
+      opt_check(opts->has_local, "target does not support local");
+      opt_check(axis < global_dims(), "local is for globals");
+      shift_to(axis, amt, false, first_reduce());
+      local_dims += 1;
+      break;
+    case OptOps::GROUP: case OptOps::GROUPTOP:   // green
+      opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
+      opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
+      opt_check(reduceops.size() == 1, "can't group with multiple reduces");
+      shift_to(axis, amt, opt.op == OptOps::GROUPTOP, first_reduce() + group_for_reduces);
+      group_for_reduces += 1;
+      break;
+    case OptOps::UNROLL:   // purple
+      opt_check(axis < first_upcast(), "can't upcasted already upcasted");
+      opt_check(amt <= 32, "don't unroll more than 32");
+      if (full_shape()[axis] == amt && axis == first_reduce()) local_dims += 1;   // first_reduce moves on; simplify_ones evens it out
+      if (full_shape()[axis] == amt && axis < first_reduce() + group_for_reduces) group_for_reduces -= 1;   // fully unrolling a GROUP
+      shift_to(axis, amt);
+      upcast();
+      break;
+    case OptOps::UPCAST:   // yellow
+      opt_check(axis < first_reduce(), "upcast is for non-reduce");
+      opt_check(amt <= 16, "don't upcast more than 16");
+      shift_to(axis, amt);
+      upcast();
+      break;
+    case OptOps::UPCASTMID:
+      opt_check(false, "UPCASTMID is for image dtypes, which tinygrad.cpp doesn't have");
+      break;
+    case OptOps::NOLOCALS:
+      opt_check(opts->has_local && !dont_use_locals, "NOLOCALS is meaningless if target does not support local or already not using locals");
+      opt_check(local_dims == 0 && group_for_reduces == 0, "can't have no locals with locals");
+      dont_use_locals = true;
+      break;
+    case OptOps::SWAP: {
+      opt_check(axis < amt && amt < global_dims(), "swap is only for globals with axis < amt: " + opt.str());
+      std::vector<int> perm(shape_len());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::swap(perm[axis], perm[amt]);
+      reshape_and_permute(nullptr, perm);
+      break;
+    }
+    case OptOps::PADTO: {
+      opt_check(vars.empty(), "PADTO does not work with symbolic shape");
+      opt_check(axis < first_upcast(), "cannot pad upcasted");
+      if (first_reduce() <= axis) {
+        // padding a reduce axis is only right for SUM of ops with f(0) = 0
+        const UOp r = *reduceop();
+        opt_check(r->as<ReduceArg>().op == ReduceOps::SUM && !has_ast_op(r->src[0], [](const UOp& u) {
+                    if (u->op != Ops::ALU) return false;
+                    if (u->is<UnaryOps>()) return is_unsafe_pad_op(u->as<UnaryOps>());
+                    return u->is<BinaryOps>() && is_unsafe_pad_op(u->as<BinaryOps>());
+                  }),
+                  "cannot pad");
+      }
+      bool padded = false;
+      for (ShapeTracker& st : sts) {
+        const int64_t s = st.shape()[axis];
+        if (s == 1) continue;   // reduced
+        opt_check(s > amt / 4, "pad adds more than quadruple the work");
+        if (const int64_t ru = (s + amt - 1) / amt * amt - s) {
+          std::vector<std::pair<int64_t, int64_t>> arg(st.shape().size(), {0, 0});
+          arg[axis] = {0, ru};   // pad right seems to be faster
+          st = st.pad(arg);
+          padded = true;
+        }
+      }
+      opt_check(padded, "nothing was padded");
+      break;
+    }
+    case OptOps::TC: break;
+  }
+  if (append_opt) applied_opts.push_back(opt);
+  simplify_ones();
+}
+
+Kernel& Kernel::required_optimizations() { return *this; }   // only images have required opts
+
+// ******************** names ********************
+
+std::vector<std::string> Kernel::colors() const {
+  std::vector<std::string> c(global_dims(), dont_use_locals ? "BLUE" : "blue");
+  c.insert(c.end(), local_dims, "cyan");
+  const auto mid = upcast_in_mid_reduce_axes();
+  for (int64_t i = first_reduce(); i < first_reduce() + group_for_reduces; i++)
+    c.push_back(std::find(mid.begin(), mid.end(), i) != mid.end() ? "white" : "green");
+  c.insert(c.end(), first_upcast() - (first_reduce() + group_for_reduces), "red");
+  for (int64_t i = first_upcast(); i < shape_len(); i++) c.push_back(full_shape()[i] != sts[0].shape()[i] ? "magenta" : "yellow");
+  TG_ASSERT(static_cast<int64_t>(c.size()) == shape_len(), "colors size mismatch");
+  return c;
+}
+
+std::string Kernel::colored_shape(int pad, bool dense) const {
+  std::string ret;
+  size_t visible = 0;
+  const auto c = colors();
+  for (size_t i = 0; i < c.size(); i++) {
+    std::string s = std::to_string(full_shape()[i]);
+    if (!dense && s.size() < 4) s = std::string(4 - s.size(), ' ') + s;
+    if (i) ret += " ", visible += 1;
+    ret += colored(s, c[i]);
+    visible += s.size();
+  }
+  if (pad > static_cast<int>(visible)) ret += std::string(pad - visible, ' ');
+  return ret;
+}
+
+const std::string& Kernel::name() {
+  if (name_) return *name_;
+  const bool only_buffers = !has_ast_op(ast, [](const UOp& u) { return u->op == Ops::ALU || u->op == Ops::CAST || u->op == Ops::BITCAST; });
+  std::string n = reduceop() ? "r" : (only_buffers ? "C" : "E");
+  n += ast->src.size() > 1 ? std::to_string(ast->src.size()) + "_" : "_";
+  const auto c = colors();
+  for (size_t i = 0; i < c.size(); i++) n += (i ? colored("_", "BLACK") : "") + colored(std::to_string(full_shape()[i]), c[i]);
+  // name the function something unique: the second kernel with this name gets "n1"
+  static std::mutex mu;
+  static std::map<std::string, int> kernel_cnt;
+  std::lock_guard<std::mutex> lock(mu);
+  const int cnt = ++kernel_cnt[to_function_name(n)];
+  if (cnt > 1) n += colored("n" + std::to_string(cnt - 1), "BLACK");
+  name_ = n;
+  return *name_;
+}
+
+// ******************** to the lowered program ********************
+
+UOp Kernel::get_optimized_ast() const {
+  std::unordered_map<const UOpNode*, UOp> memo;
+  std::function<UOp(const UOp&)> fixup = [&](const UOp& op) -> UOp {
+    if (auto it = memo.find(op.get()); it != memo.end()) return it->second;
+    UOp ret;
+    if (is_buffer_op(op)) {
+      const size_t idx = std::find(bufs.begin(), bufs.end(), op) - bufs.begin();
+      TG_ASSERT(idx < bufs.size(), "buffer op not in the kernel's bufs: " + op.str());
+      std::vector<UOp> src;
+      for (const UOp& s : op->src) src.push_back(s->op == Ops::SHAPETRACKER ? st_uop(sts[idx]) : fixup(s));
+      ret = UOp(op->op, op->dtype, src, op->arg);
+    } else if (op->op == Ops::REDUCE_AXIS) {
+      const size_t reduce_idx = bufs.size() + 2 * (std::find(reduceops.begin(), reduceops.end(), op) - reduceops.begin());
+      std::vector<int64_t> axes;
+      for (int64_t i = first_reduce() + group_for_reduces; i < shape_len(); i++)
+        if (sts[reduce_idx].shape()[i] != sts[reduce_idx + 1].shape()[i]) axes.push_back(i);
+      const ReduceOps rop = op->as<ReduceArg>().op;
+      ret = UOp(Ops::REDUCE_AXIS, op->dtype, {fixup(op->src[0])}, ReduceArg{rop, axes});
+      if (group_for_reduces) {
+        // the partial reduces meet in local memory; the grouped dims are reduced after a barrier
+        Shape local_shape(global_dims(), 1);
+        for (int64_t i = global_dims(); i < global_dims() + local_dims + group_for_reduces; i++) local_shape.push_back(full_shape()[i]);
+        local_shape.insert(local_shape.end(), first_upcast() - group_for_reduces - first_reduce(), 1);
+        for (auto& [sz, st, r] : upcasted_axis(0)) local_shape.push_back(sz);
+        const ShapeTracker lst = ShapeTracker::from_shape(local_shape);
+        UOp lbuf(Ops::DEFINE_LOCAL, op->dtype.ptr_to(true), {UOp::const_(dtypes::int32, prod(local_shape))}, std::string("temp1"));
+        UOp lstore(Ops::STORE, dtypes::void_, {lbuf, st_uop(lst), ret});
+        UOp lload(Ops::LOAD, op->dtype, {lbuf, st_uop(lst), lstore});
+        std::vector<int64_t> gaxes;
+        for (int64_t i = first_reduce(); i < first_reduce() + group_for_reduces; i++) gaxes.push_back(i);
+        ret = UOp(Ops::REDUCE_AXIS, op->dtype, {lload}, ReduceArg{rop, gaxes});
+      }
+    } else {
+      std::vector<UOp> src;
+      for (const UOp& s : op->src) src.push_back(fixup(s));
+      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals}.to_arg() : op->arg;
+      ret = UOp(op->op, op->dtype, src, arg);
+    }
+    memo.emplace(op.get(), ret);
+    return ret;
+  };
+  return fixup(ast);
+}
+
+const std::vector<UOp>& Kernel::linearize() {
+  if (!uops.empty()) return uops;
+  const UOp modified_ast = get_optimized_ast();
+  if (debug() >= 3) {
+    std::cout << name() << "\n";
+    if (getenv("RAWAST")) std::cout << ast.str() << "\n";
+    std::cout << modified_ast.str() << "\n[";
+    for (size_t i = 0; i < applied_opts.size(); i++) std::cout << (i ? ", " : "") << applied_opts[i].str();
+    std::cout << "]" << std::endl;
+  }
+  UOp sink = lower_ast(modified_ast, *opts);
+  if (debug() >= 5) std::cout << sink.str() << std::endl;
+  RendererOpts ropts;
+  ropts.supports_float4 = opts->supports_float4;
+  ropts.has_exp2 = opts->supports(UnaryOps::EXP2);
+  ropts.has_log2 = opts->supports(UnaryOps::LOG2);
+  ropts.has_sin = opts->supports(UnaryOps::SIN);
+  lowered = full_graph_rewrite(sink, ropts);
+  uops = ::tg::linearize(lowered);
+  if (debug() >= 6)
+    for (size_t i = 0; i < uops.size(); i++) std::cout << i << " " << uops[i].str() << "\n";
+  return uops;
+}
+
+RenderedProgram Kernel::to_program(const std::optional<std::string>& name_override) {
+  linearize();
+  return ::tg::to_program(*opts, name_override ? *name_override : name(), uops);
+}
+
+int64_t Kernel::mem_estimate() const {
+  // per (LOAD or STORE, buffer) the largest access in bytes, as tinygrad
+  std::map<std::pair<int, int64_t>, int64_t> mem;
+  for (const UOp& b : bufs) {
+    if (b->op == Ops::CONST || b->src[0]->op != Ops::DEFINE_GLOBAL) continue;
+    const int64_t bytes = b->src[0]->dtype.base().itemsize() * st_of(b->src[1]).real_size();
+    int64_t& m = mem[{b->op == Ops::STORE, b->src[0]->as<int64_t>()}];
+    m = std::max(m, bytes);
+  }
+  int64_t total = 0;
+  for (auto& [_, v] : mem) total += v;
+  return total;
+}
+
+}  // namespace tg

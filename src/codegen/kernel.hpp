@@ -1,0 +1,121 @@
+// Kernel: one scheduled AST plus the optimizations applied to it (tinygrad 0.9.2 codegen/kernel.py).
+//
+// The AST is a SINK of STOREs (engine/schedule.hpp). Every LOAD/STORE/CONST carries a ShapeTracker;
+// the Kernel keeps its own copies (`sts`) and reshapes/permutes them all together, so an opt is a
+// change of the iteration space only. The shape is laid out in chunks (see colors()):
+//   global dims | local dims | group-for-reduce dims | reduce loops | upcasted dims
+// get_optimized_ast() writes the reshaped sts back into the AST; linearize() lowers it to UOps.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <tuple>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "renderer/renderer.hpp"
+#include "tg/helpers.hpp"
+#include "tg/shapetracker.hpp"
+#include "uop/uop.hpp"
+
+namespace tg {
+
+enum class OptOps : uint8_t { TC, UPCAST, UPCASTMID, UNROLL, LOCAL, GROUP, GROUPTOP, NOLOCALS, PADTO, SWAP };
+std::string to_string(OptOps op);   // "OptOps.UPCAST"
+
+// An opt that doesn't apply to this kernel. BEAM search catches it and skips the candidate.
+class KernelOptError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Kernel;
+
+struct Opt {
+  OptOps op;
+  std::optional<int64_t> axis;   // UNROLL counts from first_reduce, GROUP/GROUPTOP after the groups
+  std::optional<int64_t> amt;    // 0: the whole axis
+  int64_t real_axis(const Kernel& k) const;
+  std::string str() const;       // "Opt(op=OptOps.UPCAST, axis=0, amt=4)"
+  bool operator==(const Opt&) const = default;
+};
+
+// What the lowerer needs beyond the ShapeTrackers (tinygrad's KernelInfo); stored as the SINK's
+// arg {local_dims, upcasted, dont_use_locals}.
+struct KernelInfo {
+  int64_t local_dims = 0, upcasted = 0;
+  bool dont_use_locals = false;
+  Arg to_arg() const { return std::vector<int64_t>{local_dims, upcasted, dont_use_locals ? 1 : 0}; }
+  static KernelInfo from_arg(const Arg& a);   // a missing arg is the default
+};
+
+class Kernel {
+ public:
+  // ast: SINK of STOREs as the scheduler makes it. opts: the target's renderer (kept by reference).
+  Kernel(const UOp& ast, const Renderer& opts);
+
+  UOp ast;
+  const Renderer* opts;
+  std::vector<UOp> bufs;          // the AST's STORE/LOAD/CONST nodes, outputs first, in AST order
+  std::vector<UOp> reduceops;     // REDUCE_AXIS nodes, sources before users
+  std::vector<UOp> vars;          // DEFINE_VARs in the AST
+  // sts[i] for bufs[i]; then per reduceop its output and input ShapeTracker (to find reduced axes)
+  std::vector<ShapeTracker> sts;
+  int full_buf_index = 0;         // a buffer read by the first reduce: it has the full shape
+
+  std::vector<Opt> applied_opts;
+  int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
+  bool dont_use_locals = false;
+
+  // shape views
+  const Shape& output_shape() const { return sts[0].shape(); }
+  const Shape& full_shape() const { return sts[full_buf_index].shape(); }
+  Shape full_unupcasted_shape() const;
+  int64_t shape_len() const { return static_cast<int64_t>(sts[0].shape().size()); }
+  int64_t first_upcast() const { return shape_len() - upcasted; }
+  int64_t first_reduce() const;
+  int64_t global_dims() const { return first_reduce() - local_dims; }
+  std::vector<int64_t> upcast_in_mid_reduce_axes() const;
+  std::optional<UOp> reduceop() const { return reduceops.empty() ? std::nullopt : std::optional<UOp>(reduceops[0]); }
+  // per upcasted axis of sts[i]: (size, real stride, whether it is a reduce axis)
+  std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> upcasted_axis(size_t i) const;
+  std::vector<int64_t> float4_axis(size_t i) const;   // upcasted unit-stride axes of sts[i] divisible by 4
+  bool axis_is_masked(size_t i, int64_t axis) const;   // whether sts[i]'s validity depends on axis
+
+  std::vector<std::string> colors() const;   // blue global, cyan local, green/white group, red reduce, magenta/yellow upcast
+  std::string colored_shape(int pad = 0, bool dense = false) const;
+  // "E_3", "r_16_4", "E2_..." for two outputs, "C_" when there is no ALU; "n1".. suffix for a repeated name
+  const std::string& name();
+
+  // the optimizations
+  void apply_opt(const Opt& opt, bool append_opt = true);   // KernelOptError when it doesn't apply
+  Kernel& required_optimizations();
+  Kernel& hand_coded_optimizations();                        // heuristic.cpp
+
+  // shape plumbing (public for tests and search)
+  void reshape_and_permute(const std::function<Shape(const Shape&)>& new_shape_fxn, const std::vector<int>& axis);
+  void shift_to(int64_t axis, int64_t amount, bool top = false, std::optional<int64_t> insert_before = std::nullopt);
+  bool simplify_ones();
+  void simplify_merge_adjacent();
+
+  // the AST with the optimized ShapeTrackers, reduce axes and (on GPU) the local buffers of GROUP
+  UOp get_optimized_ast() const;
+  // optimized ast -> lowered graph -> rewrites -> linearized list (cached on the Kernel)
+  const std::vector<UOp>& linearize();
+  UOp lowered;                 // the graph before linearizing (after the rewrites), set by linearize()
+  std::vector<UOp> uops;       // set by linearize()
+  // render: the program for the runtime; name_override replaces name()
+  // (its mem_estimate is what the uops load and store; mem_estimate() below is the buffers' bytes)
+  RenderedProgram to_program(const std::optional<std::string>& name_override = std::nullopt);
+  int64_t mem_estimate() const;   // bytes of the global buffers touched (largest access per buffer and direction)
+
+ private:
+  void upcast();
+  std::optional<std::string> name_;
+};
+
+// 0.9.2's check(): throws KernelOptError(msg) when cond is false.
+void opt_check(bool cond, const std::string& msg);
+
+}  // namespace tg

@@ -1,0 +1,240 @@
+// Lowerer (tinygrad 0.9.2 codegen/lowerer.py): AST + ShapeTrackers -> RANGE/SPECIAL/LOAD/STORE/REDUCE graph.
+#include "codegen/lowerer.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "codegen/kernel.hpp"
+#include "shape/shapetracker_arg.hpp"
+#include "tg/helpers.hpp"
+
+namespace tg {
+
+namespace {
+
+UOp iconst(int64_t v) { return UOp::const_(dtypes::int32, v); }
+
+// which old dims make up each new dim (tinygrad's get_contraction); empty when it isn't a merge
+std::vector<std::vector<int64_t>> get_contraction(const std::vector<int64_t>& old_shape, const std::vector<int64_t>& new_shape) {
+  std::vector<int64_t> acc_old, acc_new;
+  int64_t a = 1;
+  for (int64_t s : old_shape) acc_old.push_back(a *= s);
+  a = 1;
+  for (int64_t s : new_shape) acc_new.push_back(a *= s);
+  std::vector<int64_t> split;
+  for (int64_t acc : acc_new) {
+    if (acc == 1) { split.push_back(0); continue; }
+    auto it = std::find(acc_old.begin(), acc_old.end(), acc);
+    if (it == acc_old.end()) return {};
+    split.push_back(it - acc_old.begin() + 1);
+  }
+  std::vector<std::vector<int64_t>> ret;
+  for (size_t i = 0; i < split.size(); i++) {
+    int64_t st = i == 0 ? 0 : split[i - 1], ed = i + 1 < split.size() ? split[i] : static_cast<int64_t>(old_shape.size());
+    std::vector<int64_t> r;
+    for (int64_t j = st; j < ed; j++) r.push_back(j);
+    ret.push_back(r);
+  }
+  return ret;
+}
+
+std::vector<int64_t> limit_dims(std::vector<int64_t> dims, const std::vector<int64_t>& max_sizes) {
+  auto too_big = [&] {
+    if (dims.size() > max_sizes.size()) return true;
+    for (size_t i = 0; i < dims.size(); i++)
+      if (dims[i] > max_sizes[i]) return true;
+    return false;
+  };
+  while (too_big()) {
+    bool merged = false;
+    for (size_t i = 0; i + 1 < dims.size() && i < max_sizes.size(); i++) {
+      if (dims[i] * dims[i + 1] <= max_sizes[i]) {
+        dims[i] *= dims[i + 1];
+        dims.erase(dims.begin() + i + 1);
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) throw Error("cannot fit launch dims " + to_str(dims) + " into the device's maximum " + to_str(max_sizes));
+  }
+  return dims;
+}
+
+// the value of an AST CONST (its arg; the node has a SHAPETRACKER source)
+ConstType ast_const(const UOp& x) {
+  if (x->is<bool>()) return x->as<bool>();
+  if (x->is<int64_t>()) return x->as<int64_t>();
+  TG_ASSERT(x->is<double>(), "AST CONST without a value: " + x.str());
+  return x->as<double>();
+}
+
+bool is_true(const UOp& v) { return v->op == Ops::CONST && v->dtype == dtypes::bool_ && const_to_int(v.const_value()) == 1; }
+
+class Lowerer {
+ public:
+  Lowerer(const UOp& ast, const Renderer& opts) : opts_(opts) {
+    const KernelInfo ki = KernelInfo::from_arg(ast->arg);
+    std::vector<UOp> nodes = ast.toposort();
+    Shape full_shape;
+    std::vector<Shape> local_load_shapes;
+    for (const UOp& u : nodes) {
+      if (u->op != Ops::SHAPETRACKER) continue;
+      const Shape& s = st_of(u).shape();
+      if (full_shape.empty()) full_shape = s;
+      TG_ASSERT(s.size() == full_shape.size(), "shapes of one kernel differ in rank: " + to_str(s) + " vs " + to_str(full_shape));
+      for (size_t i = 0; i < s.size(); i++) full_shape[i] = std::max(full_shape[i], s[i]);
+    }
+    for (const UOp& u : nodes)
+      if (u->op == Ops::LOAD && u->src[0]->op == Ops::DEFINE_LOCAL) local_load_shapes.push_back(st_of(u->src[1]).shape());
+    const int64_t n = static_cast<int64_t>(full_shape.size());
+    const int64_t first_upcasted = n - ki.upcasted;
+    const Shape& out_shape = st_of(ast->src[0]->src[1]).shape();
+    int64_t first_reduce = first_upcasted;
+    for (int64_t i = 0; i < first_upcasted; i++)
+      if (out_shape[i] != full_shape[i]) { first_reduce = i; break; }
+    int64_t group_for_reduces = 0;
+    if (!local_load_shapes.empty())
+      for (int64_t i = first_reduce; i < first_upcasted; i++) group_for_reduces += local_load_shapes[0][i] != out_shape[i];
+    const int64_t global_dims = first_reduce - ki.local_dims;
+    auto slice = [&](int64_t lo, int64_t hi) { return std::vector<int64_t>(full_shape.begin() + lo, full_shape.begin() + hi); };
+
+    if (opts.has_local) {
+      if (ki.dont_use_locals) {
+        TG_ASSERT(ki.local_dims == 0, "can't use locals if there's no local dims");
+        idxs_ = get_grouped_dims("idx", slice(0, global_dims), opts.global_max, true);
+      } else {
+        idxs_ = get_grouped_dims("gidx", slice(0, global_dims), opts.global_max, true);
+        for (const UOp& l : get_grouped_dims("lidx", slice(global_dims, first_reduce + group_for_reduces), opts.local_max))
+          idxs_.push_back(l);
+      }
+    } else {
+      // the CPU runs global dims as loops; a big kernel runs its first loop on threads
+      const bool parallel = opts.cpu_threads && first_reduce > 0 && full_shape[0] >= 2 && prod(full_shape) >= kCpuParallelMinWork;
+      for (int64_t i = 0; i < first_reduce; i++) {
+        std::vector<int64_t> arg{i, 0};
+        if (i == 0 && parallel) arg.push_back(1);
+        idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[i])}, arg));
+      }
+    }
+    for (int64_t i = first_reduce + group_for_reduces; i < first_upcasted; i++)
+      idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[i])}, std::vector<int64_t>{i, 1}));
+    for (int64_t i = first_upcasted; i < n; i++) {
+      std::vector<UOp> cs;
+      for (int64_t j = 0; j < full_shape[i]; j++) cs.push_back(iconst(j));
+      idxs_.push_back(UOp(Ops::EXPAND, dtypes::int32, cs, std::vector<int64_t>{i, full_shape[i]}));
+    }
+    // late indexes: the reduce over the grouped (local) dims runs after the barrier
+    ridxs_ = idxs_;
+    for (int64_t a = first_reduce; a < first_reduce + group_for_reduces; a++)
+      ridxs_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[a])}, std::vector<int64_t>{1000 + a, 1});
+  }
+
+  UOp to_uop(const UOp& x) {
+    if (auto it = cache_.find(x.get()); it != cache_.end()) return it->second;
+    UOp ret = lower(x);
+    cache_.emplace(x.get(), ret);
+    return ret;
+  }
+
+ private:
+  UOp lower_buffer_op(const UOp& x) {
+    const bool is_const = x->op == Ops::CONST;
+    const UOp& st = x->src[is_const ? 0 : 1];
+    const bool local = !is_const && x->src[0]->op == Ops::DEFINE_LOCAL;
+    auto [idx, valid] = st_of(st).to_indexed_uops(x->op == Ops::LOAD && local ? ridxs_ : idxs_);
+    if (is_const) return valid.where(UOp::const_(x->dtype, ast_const(x)), UOp::const_(x->dtype, int64_t{0}));
+    const UOp& buf = x->src[0];
+    if (x->op == Ops::LOAD) {
+      std::vector<UOp> src{buf, idx};
+      if (!is_true(valid)) src.insert(src.end(), {UOp::const_(x->dtype, int64_t{0}), valid});
+      if (x->src.size() > 2) src.push_back(UOp(Ops::BARRIER, dtypes::void_, {to_uop(x->src[2])}));
+      return UOp(Ops::LOAD, x->dtype, src);
+    }
+    // only the first thread of a group stores the grouped reduce's result
+    if (!local)
+      for (size_t i = 0; i < idxs_.size(); i++)
+        if (idxs_[i] != ridxs_[i]) valid = valid & idxs_[i].eq(iconst(0));
+    std::vector<UOp> src{buf, idx, to_uop(x->src[2])};
+    if (!is_true(valid)) src.push_back(valid);
+    return UOp(Ops::STORE, dtypes::void_, src);
+  }
+
+  UOp lower_reduce(const UOp& x, const UOp& in) {
+    const ReduceArg& ra = x->as<ReduceArg>();
+    TG_ASSERT(ra.op == ReduceOps::SUM || ra.op == ReduceOps::MAX, "the lowerer reduces SUM and MAX, not " + to_string(ra.op));
+    const BinaryOps alu_op = ra.op == ReduceOps::SUM ? BinaryOps::ADD : BinaryOps::MAX;
+    std::vector<UOp> src{in};
+    std::vector<int64_t> contract_axis;
+    for (int64_t a : ra.axes) {
+      const UOp& r = ridxs_[a];
+      if (r->op == Ops::RANGE) src.push_back(r);
+      else for (int64_t v : r->as<std::vector<int64_t>>()) contract_axis.push_back(v);
+    }
+    UOp ret = in;
+    if (!contract_axis.empty()) {
+      int64_t cnt = 1;
+      for (size_t i = 1; i < contract_axis.size(); i += 2) cnt *= contract_axis[i];
+      UOp c(Ops::CONTRACT, x->dtype.vec(static_cast<int>(cnt)), {in}, contract_axis);
+      ret = c.gep(0);
+      for (int64_t i = 1; i < cnt; i++) ret = ret.alu(alu_op, c.gep(i));
+      src[0] = ret;
+    }
+    return src.size() > 1 ? UOp(Ops::REDUCE, x->dtype, src, alu_op) : ret;
+  }
+
+  UOp lower(const UOp& x) {
+    if ((x->op == Ops::LOAD || x->op == Ops::STORE || x->op == Ops::CONST) && !x->src.empty() &&
+        x->src[x->op == Ops::CONST ? 0 : 1]->op == Ops::SHAPETRACKER)
+      return lower_buffer_op(x);
+    if (x->op == Ops::BIND) return x->src[0];
+    if (x->op == Ops::DEFINE_VAR || x->op == Ops::DEFINE_GLOBAL || x->op == Ops::DEFINE_LOCAL || x->op == Ops::CONST) return x;
+    std::vector<UOp> in;
+    for (const UOp& s : x->src) in.push_back(to_uop(s));
+    switch (x->op) {
+      case Ops::SINK: return UOp(Ops::SINK, dtypes::void_, in);
+      case Ops::REDUCE_AXIS: return lower_reduce(x, in[0]);
+      case Ops::ALU: case Ops::CAST: case Ops::BITCAST: return UOp(x->op, x->dtype, in, x->arg);
+      default: TG_ASSERT(false, "the lowerer can't lower " + x.str());
+    }
+  }
+
+  const Renderer& opts_;
+  std::vector<UOp> idxs_, ridxs_;
+  std::unordered_map<const UOpNode*, UOp> cache_;
+};
+
+}  // namespace
+
+std::vector<UOp> get_grouped_dims(const std::string& prefix, const std::vector<int64_t>& dims_in,
+                                  const std::vector<int64_t>& max_sizes, bool reverse) {
+  std::vector<int64_t> dims = dims_in;
+  if (reverse) std::reverse(dims.begin(), dims.end());
+  const std::vector<int64_t> limited = max_sizes.empty() ? dims : limit_dims(dims, max_sizes);
+  std::vector<UOp> raw;
+  for (size_t i = 0; i < limited.size(); i++)
+    raw.push_back(UOp(Ops::SPECIAL, dtypes::int32, {iconst(limited[i])}, prefix + std::to_string(i)));
+  std::vector<UOp> ret = raw;
+  if (limited != dims) {
+    ret.clear();
+    const auto contraction = get_contraction(dims, limited);
+    TG_ASSERT(contraction.size() == raw.size(), "launch dims " + to_str(limited) + " are not a merge of " + to_str(dims));
+    for (size_t i = 0; i < raw.size(); i++) {
+      if (contraction[i].size() == 1) { ret.push_back(raw[i]); continue; }
+      UOp idx = raw[i];
+      for (int64_t c : contraction[i]) {
+        ret.push_back(idx % iconst(dims[c]));
+        idx = idx / iconst(dims[c]);
+      }
+    }
+  }
+  if (reverse) std::reverse(ret.begin(), ret.end());
+  return ret;
+}
+
+UOp lower_ast(const UOp& ast, const Renderer& opts) {
+  TG_ASSERT(ast->op == Ops::SINK, "lower_ast needs a SINK, got " + ast.str());
+  Lowerer l(ast, opts);
+  return l.to_uop(ast);
+}
+
+}  // namespace tg

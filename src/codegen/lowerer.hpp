@@ -1,0 +1,30 @@
+// Lowerer: an optimized kernel AST -> the UOp graph a linearizer can order (tinygrad 0.9.2 codegen/lowerer.py).
+//
+// The iteration space is the AST's full shape, laid out as the Kernel left it:
+//   global dims | local dims | group-for-reduce dims | reduce loops | upcasted dims   (counts in the SINK's KernelInfo)
+// GPU: global dims become SPECIAL gidx (reversed, merged to fit global_max), local dims SPECIAL lidx.
+// CPU: global dims become RANGE {axis, 0}; the first one is {axis, 0, 1} (run on threads) when the kernel is big.
+// Reduce loops are RANGE {axis, 1}, upcasted dims EXPAND {axis, size} of the constants 0..size-1.
+// Each LOAD/STORE/CONST gets its index and validity from ShapeTracker::to_indexed_uops:
+//   LOAD(buf, idx[, alt 0, valid][, BARRIER])   STORE(buf, idx, val[, valid])   CONST -> where(valid, c, 0)
+// REDUCE_AXIS becomes REDUCE(val, ranges...) arg BinaryOps ADD/MAX, with upcasted reduce axes CONTRACTed.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "renderer/renderer.hpp"
+#include "uop/uop.hpp"
+
+namespace tg {
+
+UOp lower_ast(const UOp& ast, const Renderer& opts);
+
+// Work at least this large (elements of the full shape) makes the CPU's first global loop parallel.
+constexpr int64_t kCpuParallelMinWork = int64_t{1} << 15;
+
+// tinygrad's get_grouped_dims: SPECIALs named prefix<i> for dims, merged until they fit max_sizes
+// (empty: no limit), then split back with % and / so there is one index per dim.
+std::vector<UOp> get_grouped_dims(const std::string& prefix, const std::vector<int64_t>& dims,
+                                  const std::vector<int64_t>& max_sizes, bool reverse = false);
+
+}  // namespace tg

@@ -1,0 +1,42 @@
+// The codegen rewrite passes of tinygrad 0.9.2 (codegen/uopgraph.py) as rule tables:
+//   constant_folder  symbolic() + vector/GEP, cast, gated LOAD/STORE and NOOP cleanups
+//   expander         EXPAND/CONTRACT -> vectors (upcast/unrolled axes become explicit copies)
+//   reducer          REDUCE -> DEFINE_ACC + PHI over its RANGE loops, scalarized vector ALUs
+//   transcendental   EXP2/LOG2/SIN approximations for backends without them
+//
+// Graph forms (as the lowerer builds them, tinygrad 0.9.2):
+//   LOAD(buf, idx[, alt, gate][, barrier])    STORE(buf, idx, val[, gate])
+//   REDUCE(val, ranges...) arg ReduceOps (SUM/MAX) or BinaryOps (ADD/MAX)
+//   EXPAND(srcs...) / CONTRACT(src) arg std::vector<int64_t>{axis0, size0, axis1, size1, ...}
+//   DEFINE_ACC(dtype, (init CONST, ranges...)) arg std::vector<int64_t>{acc_number};  PHI(acc, new value)
+#pragma once
+#include "uop/pattern.hpp"
+
+namespace tg {
+
+// What a backend can do natively; the rest is rewritten.
+struct RendererOpts {
+  bool supports_float4 = false;
+  bool has_exp2 = true, has_log2 = true, has_sin = true;
+};
+
+const PatternMatcher& constant_folder();
+const PatternMatcher& expander();
+const PatternMatcher& reducer();
+// EXP2/LOG2/SIN on float16/32/64 replaced by xexp2/xlog2/xsin where the backend lacks them.
+// TRANSCENDENTAL>=2 replaces all three everywhere.
+PatternMatcher transcendental_folding(const RendererOpts& opts);
+
+// folder, then folder+expander, then folder+expander+reducer (tinygrad's UOpGraph.linearize rewrites).
+UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts = {});
+
+// transcendental.cpp: 1 ULP approximations built from +, *, where, casts and bitcasts.
+UOp xexp2(const UOp& d);
+UOp xlog2(const UOp& d);
+UOp xsin(const UOp& d, bool fast = false, double switch_over = 30.0);
+
+// EXPAND/CONTRACT args as (axis, size) pairs.
+std::vector<std::pair<int64_t, int64_t>> expand_args(const Arg& a);
+Arg expand_arg(const std::vector<std::pair<int64_t, int64_t>>& pairs);
+
+}  // namespace tg

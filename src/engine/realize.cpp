@@ -1,0 +1,252 @@
+// The realize engine (tinygrad 0.9.2 engine/realize.py).
+#include "engine/realize.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "renderer/cstyle.hpp"
+#include "runtime/device.hpp"
+
+namespace tg {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+std::string fmt(const char* f, const std::string& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), f, s.c_str());
+  return buf;
+}
+
+// visible length of a string with ANSI color codes (tinygrad's ansilen)
+size_t ansilen(const std::string& s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == '\033') {
+      while (i < s.size() && s[i] != 'm') i++;
+      continue;
+    }
+    n++;
+  }
+  return n;
+}
+
+std::string metadata_str(const std::vector<std::string>& md) {
+  if (md.empty()) return "";
+  std::string r = "[";
+  for (size_t i = 0; i < md.size(); i++) r += (i ? ", '" : "'") + md[i] + "'";
+  return r + "]";
+}
+
+}  // namespace
+
+// ******************** runners ********************
+
+CompiledRunner::CompiledRunner(RenderedProgram p_, std::optional<std::string> precompiled)
+    : Runner(p_.name, p_.device, p_.op_estimate, p_.mem_estimate), p(std::move(p_)) {
+  if (debug() >= 4) std::cout << p.src << std::endl;
+  Compiled& dev = get_device(p.device);
+  lib = precompiled ? *precompiled : dev.compiler().compile_cached(p.src);
+  clprg = dev.runtime(p.function_name, lib);
+  // p.mem_estimate is what the uops load and store (tinygrad's lds_estimate); get_runner sets the
+  // buffers' bytes as mem_estimate
+}
+
+std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) {
+  auto [global_size, local_size] = p.launch_dims(var_vals);
+  if (local_size.empty()) local_size = {1, 1, 1};   // "runtime chooses": one thread per block is always valid
+  std::vector<void*> ptrs;
+  for (Buffer* b : bufs) ptrs.push_back(b->ptr());
+  std::vector<int> vals;
+  for (const std::string& v : p.vars) {
+    auto it = var_vals.find(v);
+    if (it == var_vals.end()) throw Error("kernel " + p.function_name + " needs a value for variable '" + v + "'; bind it before realizing");
+    vals.push_back(static_cast<int>(it->second));
+  }
+  TG_ASSERT(static_cast<int>(ptrs.size()) >= p.n_bufs, "kernel " + p.function_name + " needs " + std::to_string(p.n_bufs) + " buffers");
+  double et = (*clprg)(ptrs, global_size, local_size, vals, wait);
+  if (wait) return et;
+  return std::nullopt;
+}
+
+BufferCopy::BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device)
+    : Runner("", dest_device, 0, total_sz) {
+  const std::string d = dest_device.substr(0, 7), s = src_device.substr(0, 7);
+  std::string n = total_sz >= 1000000 ? "copy " + fmt("%7.2f", total_sz / 1e6) + "M, " : "copy " + fmt("%8.0f", double(total_sz)) + ", ";
+  display_name = colored(n + fmt("%7s", d) + " <- " + fmt("%-7s", s), "yellow");
+}
+
+std::optional<double> BufferCopy::operator()(const std::vector<Buffer*>& bufs, const VarVals&, bool wait) {
+  Buffer &dest = *bufs.at(0), &src = *bufs.at(1);
+  if (dest.size != src.size || dest.dtype != src.dtype)
+    throw Error("buffer copy mismatch: " + dest.str() + " <- " + src.str() + "; a COPY needs the same size and dtype");
+  auto st = std::chrono::steady_clock::now();
+  copy_buffer(dest, src);
+  if (!wait) return std::nullopt;
+  dest.dev().synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - st).count();
+}
+
+EmptyOp::EmptyOp(const Buffer& buf)
+    : Runner(colored("empty " + fmt("%10.0f", double(buf.size)) + " " + buf.dtype.str(), "yellow"), buf.device) {}
+std::optional<double> EmptyOp::operator()(const std::vector<Buffer*>&, const VarVals&, bool) { return std::nullopt; }
+
+ViewOp::ViewOp(const Buffer& buf)
+    : Runner(colored("view " + fmt("%8.0f", double(buf.nbytes())) + " @ " + fmt("%-10.0f", double(buf.offset)), "yellow"), buf.device) {}
+std::optional<double> ViewOp::operator()(const std::vector<Buffer*>& bufs, const VarVals&, bool) {
+  TG_ASSERT(bufs.size() >= 2 && bufs[0]->is_view() && &bufs[0]->base() == &bufs[1]->base(), "a VIEW's buffer must be a view of its source");
+  return std::nullopt;
+}
+
+// ******************** kernels and the method cache ********************
+
+const Renderer& get_renderer(const std::string& device) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Renderer>> renderers;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string dname = canonicalize_device(device);
+  auto& r = renderers[dname];
+  if (!r) {
+    Compiled& dev = get_device(dname);
+    const std::string kind = dev.renderer_kind();
+    if (kind == "C") r = std::make_unique<ClangRenderer>();
+    else if (kind == "CUDA") r = std::make_unique<CUDARenderer>(dev.arch().empty() ? "sm_80" : dev.arch());
+    else throw Error("device " + dname + " can't run kernels (no renderer); compute on CPU or CUDA and copy the result");
+  }
+  return *r;
+}
+
+std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
+  if (debug() >= 5) std::cout << ast.str() << std::endl;
+  auto k = std::make_unique<Kernel>(ast, renderer);
+  k->required_optimizations();
+  if (!getenv("NOOPT")) k->hand_coded_optimizations();
+  return k;
+}
+
+namespace {
+struct CacheKey {
+  std::string device;
+  UOp ast;
+  int64_t beam, noopt;
+  bool base;
+  bool operator==(const CacheKey& o) const = default;
+};
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& k) const {
+    return std::hash<std::string>()(k.device) ^ (k.ast.hash() * 31) ^ (size_t(k.beam) << 8) ^ (size_t(k.noopt) << 16) ^ k.base;
+  }
+};
+std::mutex cache_mu;
+std::unordered_map<CacheKey, std::shared_ptr<CompiledRunner>, CacheKeyHash> method_cache;
+}  // namespace
+
+std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp& ast) {
+  const std::string dname = canonicalize_device(device);
+  const int64_t beam = getenv("BEAM"), noopt = getenv("NOOPT");
+  const CacheKey ckey{dname, ast, beam, noopt, false};
+  std::lock_guard<std::mutex> lock(cache_mu);
+  if (auto it = method_cache.find(ckey); it != method_cache.end()) return it->second;
+  // another device of the same kind (CUDA:1 after CUDA) reuses the compiled program
+  const CacheKey bkey{dname.substr(0, dname.find(':')), ast, beam, noopt, true};
+  std::shared_ptr<CompiledRunner> ret;
+  if (auto it = method_cache.find(bkey); it != method_cache.end()) {
+    RenderedProgram p = it->second->p;
+    p.device = dname;
+    ret = std::make_shared<CompiledRunner>(p, it->second->lib);
+    ret->mem_estimate = it->second->mem_estimate;
+  } else {
+    auto k = get_kernel(get_renderer(dname), ast);
+    RenderedProgram p = k->to_program();
+    p.device = dname;
+    ret = std::make_shared<CompiledRunner>(p);
+    ret->mem_estimate = k->mem_estimate();
+    method_cache[bkey] = ret;
+  }
+  method_cache[ckey] = ret;
+  return ret;
+}
+
+void clear_method_cache() {
+  std::lock_guard<std::mutex> lock(cache_mu);
+  method_cache.clear();
+}
+size_t method_cache_size() {
+  std::lock_guard<std::mutex> lock(cache_mu);
+  return method_cache.size();
+}
+
+// ******************** running ********************
+
+std::optional<double> ExecItem::run(const VarVals& var_vals, bool wait, bool jit, bool do_update_stats) {
+  std::vector<Buffer*> raw;
+  for (const auto& b : bufs) {
+    if (!jit) b->ensure_allocated();
+    raw.push_back(b.get());
+  }
+  std::optional<double> et = (*prg)(raw, var_vals, wait || debug() >= 2);
+  if (!do_update_stats) return et;
+  GlobalCounters::kernel_count += 1;
+  GlobalCounters::global_ops += prg->op_estimate;
+  GlobalCounters::global_mem += prg->mem_estimate;
+  if (et) GlobalCounters::time_sum_s += *et;
+  if (debug() >= 2) {
+    const int64_t lds_est = prg->lds_estimate, mem_est = std::min(prg->mem_estimate, lds_est ? lds_est : prg->mem_estimate);
+    std::string head = "*** " + fmt("%-7s", prg->device.substr(0, 7)) + " " + fmt("%4.0f", double(GlobalCounters::kernel_count));
+    head = colored(head, jit ? "magenta" : (prg->first_run ? "green" : ""));
+    std::string name = prg->display_name;
+    if (ansilen(name) < 40) name += std::string(40 - ansilen(name), ' ');
+    std::string line = head + " " + name + " arg " + fmt("%3.0f", double(bufs.size())) + " mem " +
+                       fmt("%5.2f", GlobalCounters::mem_used / 1e9) + " GB";
+    if (et) {
+      const double t = *et, d = (t > 0 ? t : 1e-20) * 1e9;
+      const std::string ptm = t > 0.01 ? colored(fmt("%9.2f", t * 1e3) + "ms", "yellow") : fmt("%9.2f", t * 1e6) + "us";
+      line += " tm " + ptm + "/" + fmt("%9.2f", GlobalCounters::time_sum_s * 1e3) + "ms (" + fmt("%9.2f", prg->op_estimate / d) +
+              " GFLOPS " + fmt("%6.1f", mem_est / d) + "|" + fmt("%-7.1f", lds_est / d) + " GB/s)";
+    }
+    if (!metadata.empty()) line += " " + metadata_str(metadata);
+    std::cout << line << std::endl;
+  }
+  prg->first_run = false;
+  return et;
+}
+
+ExecItem lower_schedule_item(const ScheduleItem& si) {
+  TG_ASSERT(!si.bufs.empty(), "a schedule item without buffers: " + si.str());
+  const std::string out_device = si.bufs[0]->device;
+  if (si.kind != MetaOps::COPY)
+    for (const auto& b : si.bufs)
+      TG_ASSERT(b->device == out_device, "all buffers of a kernel must be on one device: " + si.str());
+  switch (si.kind) {
+    case MetaOps::KERNEL: return ExecItem{get_runner(out_device, si.ast), si.bufs, si.metadata};
+    case MetaOps::COPY:
+      TG_ASSERT(si.bufs.size() == 2, "a COPY has a destination and a source: " + si.str());
+      return ExecItem{std::make_shared<BufferCopy>(si.bufs[0]->nbytes(), out_device, si.bufs[1]->device), si.bufs, si.metadata};
+    case MetaOps::EMPTY: return ExecItem{std::make_shared<EmptyOp>(*si.bufs[0]), si.bufs, si.metadata};
+    case MetaOps::VIEW: return ExecItem{std::make_shared<ViewOp>(*si.bufs[0]), si.bufs, si.metadata};
+    default: throw Error("don't know how to run a " + to_string(si.kind) + " schedule item: " + si.str());
+  }
+}
+
+void run_schedule(std::vector<ScheduleItem> schedule, const VarVals& var_vals, bool do_update_stats) {
+  for (const ScheduleItem& si : schedule) {
+    ExecItem ei = [&] {
+      try {
+        return lower_schedule_item(si);
+      } catch (...) {
+        if (debug() >= 2) std::cout << "error lowering " << to_string(si.kind) << " " << metadata_str(si.metadata) << std::endl;
+        throw;
+      }
+    }();
+    ei.run(var_vals, false, false, do_update_stats);
+  }
+}
+
+}  // namespace tg

@@ -1,0 +1,614 @@
+// The scheduler (tinygrad 0.9.2 engine/schedule.py): decide which LazyBuffers realize, group them
+// into kernels, lower each group to a UOp AST and order the kernels.
+//   1. _recurse_lb walks the graph: realizes metaops, forced realizes, expanded bases, copy sources.
+//   2. pads through unsafe ops realize; each reduce pairs with the elementwise children it can fuse.
+//   3. each output group lowers to SINK(STORE...) (_lower_lazybuffer), then a BFS orders the items.
+#include "engine/schedule.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/buffer.hpp"
+#include "shape/shapetracker_arg.hpp"
+#include "tg/helpers.hpp"
+
+namespace tg {
+
+namespace {
+
+using LB = LazyBuffer*;
+
+// An insertion-ordered set of LazyBuffers (tinygrad keeps these in dicts; order decides grouping).
+class LBSet {
+ public:
+  bool insert(LB k) {
+    if (!idx_.emplace(k, items_.size()).second) return false;
+    items_.push_back(k);
+    return true;
+  }
+  bool contains(LB k) const { return idx_.count(k) > 0; }
+  void erase(LB k) {
+    auto it = idx_.find(k);
+    if (it == idx_.end()) return;
+    items_[it->second] = nullptr;
+    idx_.erase(it);
+  }
+  size_t size() const { return idx_.size(); }
+  bool empty() const { return idx_.empty(); }
+  // live items in order; safe against inserts during the walk
+  template <class F> void each(F&& f) const {
+    for (size_t i = 0; i < items_.size(); i++) if (LB k = items_[i]) f(k);
+  }
+  std::vector<LB> list() const {
+    std::vector<LB> ret;
+    each([&](LB k) { ret.push_back(k); });
+    return ret;
+  }
+ private:
+  std::vector<LB> items_;
+  std::unordered_map<LB, size_t> idx_;
+};
+
+// (buffer, view) keys of the lowering caches
+struct StKey {
+  LB lb;
+  ShapeTracker st;
+  bool operator==(const StKey& o) const { return lb == o.lb && st == o.st; }
+};
+struct StKeyHash {
+  size_t operator()(const StKey& k) const { return std::hash<const void*>()(k.lb) * 31 + k.st.hash(); }
+};
+
+struct ReduceInfo {
+  ShapeTracker input_st;
+  std::vector<int64_t> axis;
+};
+
+Shape reduce_shape(const Shape& shape, const std::vector<int64_t>& axis) {
+  Shape ret = shape;
+  for (int64_t a : axis) ret[a] = 1;
+  return ret;
+}
+
+std::vector<int64_t> strides_for_shape(const Shape& shape) {
+  std::vector<int64_t> ret(shape.size(), 0);
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    ret[i] = shape[i] == 1 ? 0 : acc;
+    acc *= shape[i];
+  }
+  return ret;
+}
+
+// move the reduce axes last: (permuted tracker, reduced dims)
+std::pair<ShapeTracker, Shape> permute_reduce(const ShapeTracker& input_st, const std::vector<int64_t>& axis) {
+  std::vector<int> perm;
+  for (int i = 0; i < static_cast<int>(input_st.shape().size()); i++)
+    if (std::find(axis.begin(), axis.end(), i) == axis.end()) perm.push_back(i);
+  for (int64_t a : axis) perm.push_back(static_cast<int>(a));
+  ShapeTracker tmp = input_st.permute(perm);
+  return {tmp, Shape(tmp.shape().end() - static_cast<int64_t>(axis.size()), tmp.shape().end())};
+}
+
+bool is_unsafe_pad(const LazyBuffer& b) {
+  if (auto u = std::get_if<UnaryOps>(&b.op)) return is_unsafe_pad_op(*u);
+  if (auto o = std::get_if<BinaryOps>(&b.op)) return is_unsafe_pad_op(*o);
+  return false;
+}
+
+UOp define_global(DType dt, size_t idx) { return UOp(Ops::DEFINE_GLOBAL, dt.ptr_to(), {}, static_cast<int64_t>(idx)); }
+
+Arg const_arg(const ConstType& v) {
+  return std::visit([](auto x) -> Arg { return x; }, v);
+}
+
+// A group of LazyBuffers realized by one ScheduleItem, before buffers are attached.
+struct LBScheduleItem {
+  MetaOps kind = MetaOps::KERNEL;
+  UOp ast;
+  std::vector<LazyBufferPtr> outputs, inputs;
+};
+
+// ---------------------------------------------------------------- lowering one group (_lower_lazybuffer)
+
+class GroupLowerer {
+ public:
+  GroupLowerer(const std::vector<LB>& outs, const LBSet& realizes) : outs_(outs), realizes_(realizes) {}
+
+  LBScheduleItem lower() {
+    LB out = outs_[0];
+    LBScheduleItem si;
+    for (LB o : outs_) si.outputs.push_back(o->shared_from_this());
+    if (out->op_is(MetaOps::COPY) && getenv("USE_COPY_KERNEL") && dev_kind(out->device) == dev_kind(out->srcs[0]->device)) {
+      ShapeTracker st = ShapeTracker::from_shape({std::get<int64_t>(out->arg)});
+      UOp rd(Ops::LOAD, dtypes::uint8, {define_global(dtypes::uint8, 1), st_uop(st)});
+      si.ast = UOp(Ops::SINK, dtypes::void_, {UOp(Ops::STORE, dtypes::void_, {define_global(dtypes::uint8, 0), st_uop(st), rd})});
+      si.inputs.push_back(out->srcs[0]->base());
+      return si;
+    }
+    for (MetaOps m : {MetaOps::CUSTOM, MetaOps::COPY, MetaOps::EMPTY, MetaOps::VIEW}) {
+      if (!out->op_is(m)) continue;
+      si.kind = m;
+      for (auto& x : out->srcs) si.inputs.push_back(x->base());
+      return si;
+    }
+    for (LB o : outs_) recurse_reduceops(o, o->st);
+    pad_reduces();
+    for (size_t i = 0; i < outs_.size(); i++)
+      if (outs_[i]->op_is(MetaOps::ASSIGN)) assign_targets_[outs_[i]->srcs[1].get()] = i;
+    std::vector<UOp> stores;
+    for (size_t i = 0; i < outs_.size(); i++) {
+      LB o = outs_[i];
+      Shape oshape = rinfo_.empty() ? o->shape() : reduce_shape(rinfo_.back().second.input_st.shape(), rinfo_.back().second.axis);
+      ShapeTracker output_st = ShapeTracker::from_shape(oshape);
+      UOp val = lazyop(o, output_st);
+      if (o->op_is(MetaOps::ASSIGN)) {
+        if (auto target_st = std::get_if<ShapeTracker>(&o->arg)) {
+          if (target_st->shape() != o->shape())
+            throw Error("assign: the target view " + to_str(target_st->shape()) + " must keep the output shape " + to_str(o->shape()));
+          output_st = target_st->reshape(output_st.shape());
+        }
+      }
+      output_st = output_st.simplify();
+      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), st_uop(output_st), val}));
+    }
+    si.ast = UOp(Ops::SINK, dtypes::void_, stores);
+    for (LB x : inputs_) si.inputs.push_back(x->shared_from_this());
+    return si;
+  }
+
+ private:
+  const std::vector<LB>& outs_;
+  const LBSet& realizes_;
+  // reduce_info is ordered: the last entry gives the kernel's output shape
+  std::vector<std::pair<StKey, ReduceInfo>> rinfo_;
+  std::unordered_map<StKey, size_t, StKeyHash> rinfo_idx_;
+  std::unordered_map<StKey, std::optional<StKey>, StKeyHash> seen_ops_;
+  std::unordered_map<StKey, UOp, StKeyHash> cache_;
+  std::unordered_map<LB, size_t> assign_targets_;   // target base -> output index of its ASSIGN
+  std::vector<LB> inputs_;
+  std::unordered_map<LB, size_t> input_idx_;
+
+  static std::string dev_kind(const std::string& d) { return d.substr(0, d.find(':')); }
+  bool is_output(LB b) const { return std::find(outs_.begin(), outs_.end(), b) != outs_.end(); }
+
+  ReduceInfo* find_rinfo(const StKey& k) {
+    auto it = rinfo_idx_.find(k);
+    return it == rinfo_idx_.end() ? nullptr : &rinfo_[it->second].second;
+  }
+  void set_rinfo(const StKey& k, ReduceInfo v) {
+    if (auto p = find_rinfo(k)) { *p = std::move(v); return; }
+    rinfo_idx_.emplace(k, rinfo_.size());
+    rinfo_.emplace_back(k, std::move(v));
+  }
+
+  // Push the movement ops between reduces into the reduce inputs (_recurse_reduceops).
+  std::optional<StKey> recurse_reduceops(LB buf, ShapeTracker st) {
+    StKey key{buf, st};
+    if (auto it = seen_ops_.find(key); it != seen_ops_.end()) return it->second;
+    LB base = buf->base().get();
+    if (base->realized() || (realizes_.contains(base) && !is_output(base))) return std::nullopt;
+    if (!buf->is_base()) { st = buf->st + st; buf = base; }
+    ShapeTracker input_st = buf->is_reduce() ? ShapeTracker::from_shape(buf->srcs[0]->shape()) : st;
+    std::optional<StKey> top_reduce;
+    for (auto& x : buf->srcs)
+      if (auto r = recurse_reduceops(x.get(), input_st)) top_reduce = r;
+    if (!buf->is_reduce()) return seen_ops_.emplace(StKey{buf, st}, top_reduce).first->second;
+
+    std::vector<int64_t> axis = std::get<std::vector<int64_t>>(buf->arg);
+    if (!st.contiguous()) {
+      // the view after the reduce becomes a view of the reduce input, reduce dims appended
+      auto [tmp, rshape] = permute_reduce(input_st, axis);
+      int64_t prshape = prod(rshape);
+      std::vector<int64_t> rstrides = strides_for_shape(rshape);
+      std::vector<View> nv;
+      for (const View& v : st.views) {
+        Shape shape = v.shape;
+        shape.insert(shape.end(), rshape.begin(), rshape.end());
+        std::vector<int64_t> strides;
+        for (int64_t s : v.strides) strides.push_back(s * prshape);
+        strides.insert(strides.end(), rstrides.begin(), rstrides.end());
+        std::optional<Mask> mask;
+        if (v.mask) {
+          mask = *v.mask;
+          for (int64_t s : rshape) mask->emplace_back(0, s);
+        }
+        nv.push_back(View::create(shape, strides, v.offset * prshape, mask));
+      }
+      input_st = tmp + ShapeTracker(nv);
+      size_t n = permute_reduce(input_st, axis).second.size(), nd = input_st.shape().size();
+      axis.clear();
+      for (size_t i = nd - n; i < nd; i++) axis.push_back(static_cast<int64_t>(i));
+    } else if (top_reduce) {
+      ReduceInfo top = *find_rinfo(*top_reduce);
+      LazyBuffer& src = *buf->srcs[0];
+      if (!src.is_base() && src.base().get() == top_reduce->lb && buf->op == top_reduce->lb->op) {
+        // merge this reduce into its parent reduce
+        std::vector<int64_t> new_axis = axis;
+        new_axis.insert(new_axis.end(), top.axis.begin(), top.axis.end());
+        ShapeTracker new_st = (top_reduce->st + st).reshape(reduce_shape(top.input_st.shape(), new_axis));
+        set_rinfo(StKey{top_reduce->lb, new_st}, ReduceInfo{top.input_st, new_axis});
+        return std::nullopt;
+      }
+      Shape rs = top.input_st.shape();
+      for (int64_t a : top.axis) rs[a] = 1;
+      input_st = input_st.reshape(rs);
+    }
+    st = st.reshape(reduce_shape(input_st.shape(), axis));
+    set_rinfo(StKey{buf, st}, ReduceInfo{input_st, axis});
+    return StKey{buf, st};
+  }
+
+  // pad all reduce inputs to the largest size of each dim
+  void pad_reduces() {
+    if (rinfo_.empty()) return;
+    size_t nd = SIZE_MAX;
+    for (auto& [k, ri] : rinfo_) nd = std::min(nd, ri.input_st.shape().size());
+    for (size_t i = 0; i < nd; i++) {
+      std::vector<int64_t> dims;
+      for (auto& [k, ri] : rinfo_) dims.push_back(ri.input_st.shape()[i]);
+      std::sort(dims.begin(), dims.end());
+      dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+      if (dims.size() == 1 || (dims.size() == 2 && dims[0] == 1)) continue;
+      for (auto& [k, ri] : rinfo_) {
+        int64_t dim = ri.input_st.shape()[i];
+        if (dim > 1 && dim != dims.back()) {
+          Mask arg(ri.input_st.shape().size(), {0, 0});
+          arg[i] = {0, dims.back() - dim};
+          ri.input_st = ri.input_st.pad(arg);
+        }
+      }
+    }
+  }
+
+  UOp load_or_const(LB buf, const ShapeTracker& st_in) {
+    ShapeTracker st = st_in.simplify();
+    if (buf->op_is(MetaOps::CONST) && !buf->realized())
+      return UOp(Ops::CONST, buf->dtype, {st_uop(st)}, const_arg(std::get<ConstType>(buf->arg)));
+    if (auto it = assign_targets_.find(buf); it != assign_targets_.end()) {
+      // the target is read and written in place: only an unpermuted (possibly shrunk) view is safe
+      bool ok = st.contiguous();
+      if (!ok && st.views.size() == 1 && st.views[0].mask) {
+        const Mask& m = *st.views[0].mask;
+        ok = ShapeTracker::from_shape(st.shape()).shrink(m) == st.shrink(m);
+      }
+      if (!ok)
+        throw Error("assign: the self operand of an augmented assign must be contiguous; use a += a.T.contiguous() instead of a += a.T");
+      return UOp(Ops::LOAD, buf->dtype, {define_global(buf->dtype, it->second), st_uop(st)});
+    }
+    auto [it, fresh] = input_idx_.emplace(buf, inputs_.size());
+    if (fresh) inputs_.push_back(buf);
+    return UOp(Ops::LOAD, buf->dtype, {define_global(buf->dtype, outs_.size() + it->second), st_uop(st)});
+  }
+
+  // the AST of buf read through st (_recursive_lazyop)
+  UOp lazyop(LB buf, ShapeTracker st) {
+    if (!buf->is_base()) { st = buf->st + st; buf = buf->base().get(); }
+    StKey key{buf, st};
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    UOp ret;
+    if (buf->realized() || (realizes_.contains(buf) && !is_output(buf))) {
+      ret = load_or_const(buf, st);
+    } else if (buf->is_reduce()) {
+      ReduceInfo* ri = find_rinfo(key);
+      UOp rsrc = lazyop(buf->srcs[0].get(), ri ? ri->input_st : st);
+      if (!ri) {   // merged into the reduce below it
+        TG_ASSERT(rsrc->op == Ops::REDUCE_AXIS && rsrc->as<ReduceArg>().op == std::get<ReduceOps>(buf->op),
+                  "can't merge reduce " + buf->str());
+        return rsrc;
+      }
+      ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), ri->axis});
+    } else if (buf->op_is(MetaOps::CONTIGUOUS) || buf->op_is(MetaOps::ASSIGN)) {
+      TG_ASSERT(is_output(buf), to_string(std::get<MetaOps>(buf->op)) + " must be an output of its kernel");
+      ret = lazyop(buf->srcs[0].get(), st);
+    } else {
+      std::vector<UOp> in;
+      for (auto& x : buf->srcs) in.push_back(lazyop(x.get(), st));
+      if (buf->op_is(UnaryOps::CAST)) ret = UOp(Ops::CAST, buf->dtype, in);
+      else if (buf->op_is(UnaryOps::BITCAST)) ret = UOp(Ops::BITCAST, buf->dtype, in);
+      else if (auto u = std::get_if<UnaryOps>(&buf->op)) ret = UOp(Ops::ALU, buf->dtype, in, *u);
+      else if (auto b = std::get_if<BinaryOps>(&buf->op)) ret = UOp(Ops::ALU, buf->dtype, in, *b);
+      else if (auto t = std::get_if<TernaryOps>(&buf->op)) ret = UOp(Ops::ALU, buf->dtype, in, *t);
+      else TG_ASSERT(false, "can't lower " + buf->str() + " into a kernel");
+    }
+    return cache_.emplace(key, ret).first->second;
+  }
+};
+
+// ---------------------------------------------------------------- grouping (_graph_schedule)
+
+class GraphScheduler {
+ public:
+  std::vector<LBScheduleItem> prescheduled;
+  std::unordered_map<LB, LB> assign_targets;   // target base -> its ASSIGN
+
+  explicit GraphScheduler(const std::vector<LazyBufferPtr>& outs) {
+    for (auto& x : outs) if (!x->base()->realized()) realizes_.insert(x->base().get());
+    for (auto& x : outs) recurse_lb(x->base().get());
+    // pads that reach an unsafe op (f(0) != 0) can't be fused
+    simple_pads_.each([&](LB p) {
+      std::unordered_set<LB> okay;
+      if (!padding_okay(p, okay)) realizes_.insert(p);
+    });
+    group_reduces();
+    fuse_conv_bw();
+    fuse_arange(outs);
+    // one item per output group; with MULTIOUTPUT a reduce's fused children share one kernel
+    std::vector<std::pair<LB, std::vector<LB>>> groups;
+    std::unordered_map<LB, size_t> group_idx;
+    bool multi = getenv("MULTIOUTPUT", 1) != 0;
+    realizes_.each([&](LB buf) {
+      if (buf->realized() || buf->op_is(MetaOps::CONST)) return;
+      auto rf = reduce_for_op_.find(buf);
+      LB key = rf != reduce_for_op_.end() && multi ? rf->second : buf;
+      auto [it, fresh] = group_idx.emplace(key, groups.size());
+      if (fresh) groups.push_back({key, {}});
+      groups[it->second].second.push_back(buf);
+    });
+    for (auto& [k, g] : groups) prescheduled.push_back(GroupLowerer(g, realizes_).lower());
+  }
+
+ private:
+  LBSet realizes_, allbufs_, simple_pads_, double_reduces_;
+  std::unordered_map<LB, LBSet> children_;
+  std::unordered_map<LB, LB> reduce_for_op_;
+  std::vector<LB> reduce_of_const_;
+  const LBSet empty_;
+
+  const LBSet& children(LB b) const {
+    auto it = children_.find(b);
+    return it == children_.end() ? empty_ : it->second;
+  }
+
+  // walk the whole graph, realizing expanded bases and the sources of copies and views
+  void recurse_lb(LB buf) {
+    if (allbufs_.contains(buf) || buf->base()->realized()) return;
+    if (!buf->is_base()) {
+      LB base = buf->base().get();
+      const View& last = buf->st.views.back();
+      int64_t base_size = prod(base->shape());
+      int64_t masked = INT64_MAX;
+      if (buf->st.views.size() == 1 && last.mask) {
+        masked = 1;
+        for (auto [lo, hi] : *last.mask) masked *= hi - lo;
+      }
+      if (base_size >= masked) {
+        simple_pads_.insert(base);   // a pad of the whole base: fuse it if it is safe
+      } else if (base_size < prod(buf->shape())) {
+        realizes_.insert(base);   // expands realize their base
+      } else if (std::any_of(buf->st.views.begin(), buf->st.views.end(), [](const View& v) { return v.mask.has_value(); })) {
+        simple_pads_.insert(base);
+      }
+      return recurse_lb(base);
+    }
+    if (buf->is_reduce() && buf->srcs[0]->base()->op == buf->op && !buf->srcs[0]->is_base()) double_reduces_.insert(buf);
+    allbufs_.insert(buf);
+    if (buf->forced_realize || std::holds_alternative<MetaOps>(buf->op)) realizes_.insert(buf);
+    if (buf->op_is(MetaOps::ASSIGN)) {
+      LB target = buf->srcs[1].get();
+      TG_ASSERT(target->is_base() && target->realized(), "assign must be to a realized base: " + target->str());
+      assign_targets[target] = buf;
+    }
+    if (buf->op_is(MetaOps::COPY)) {
+      LazyBuffer& src = *buf->srcs[0];
+      TG_ASSERT(src.st.contiguous() && src.size() == src.base()->size(), "can only copy contiguous buffers");
+      realizes_.insert(src.base().get());
+    }
+    if (buf->op_is(MetaOps::VIEW)) realizes_.insert(buf->srcs[0]->base().get());
+    for (auto& x : buf->srcs) {
+      if (!x->base()->realized()) children_[x->base().get()].insert(buf);
+      recurse_lb(x.get());
+    }
+  }
+
+  // the distinct views through which child reads base tr (equal views count once: tinygrad's
+  // lazycache would have made them one LazyBuffer)
+  static std::vector<LB> views_of(LB child, LB tr) {
+    std::vector<LB> ret;
+    for (auto& s : child->srcs) {
+      if (s->base().get() != tr) continue;
+      if (std::none_of(ret.begin(), ret.end(), [&](LB v) { return v == s.get() || v->st == s->st; })) ret.push_back(s.get());
+    }
+    return ret;
+  }
+
+  bool padding_okay(LB buf, std::unordered_set<LB>& okay) {
+    if (realizes_.contains(buf) || buf->realized() || okay.count(buf)) return true;
+    if (is_unsafe_pad(*buf)) return false;
+    for (auto& x : buf->srcs) if (!padding_okay(x->base().get(), okay)) return false;
+    okay.insert(buf);
+    return true;
+  }
+
+  // search tr's children for ones that fuse with reduce r; realize r when one can't (_recursive_group)
+  void recursive_group(LB tr, const ShapeTracker& st, LB r, LBSet& group, std::unordered_set<StKey, StKeyHash>& cache) {
+    if (!cache.insert(StKey{tr, st}).second) return;
+    if (realizes_.contains(tr) && tr != r) {
+      // only a contiguous, same-size view of one reduce fuses
+      if (!st.contiguous() || prod(st.shape()) != prod(r->st.shape()) || reduce_for_op_.count(tr)) group.insert(r);
+      group.insert(tr);
+      return;
+    }
+    for (LB tr_next : children(tr).list()) {
+      if (tr_next->is_reduce()) { group.insert(r); return; }   // max one reduce per kernel
+      std::vector<LB> st_childs = views_of(tr_next, tr);
+      if (st_childs.size() > 1) { group.insert(r); return; }
+      recursive_group(tr_next, st + st_childs[0]->st, r, group, cache);
+    }
+  }
+
+  LBSet isolated_children(LB r, LBSet& group) {
+    std::vector<LB> rc_parents = group.list();
+    std::unordered_set<LB> seen;
+    while (!rc_parents.empty()) {
+      LB p = rc_parents.back();
+      rc_parents.pop_back();
+      if (!seen.insert(p).second) continue;
+      if (p->is_reduce()) return LBSet();   // another reduce above the group: max one per kernel
+      for (auto& x : p->srcs) {
+        LB xb = x->base().get();
+        if (!xb->realized() && xb != r) rc_parents.push_back(xb);
+      }
+    }
+    LBSet descendants;
+    group.each([&](LB tr) {
+      std::unordered_set<StKey, StKeyHash> cache;
+      recursive_group(tr, tr->st, tr, descendants, cache);
+    });
+    LBSet ret = group;
+    bool overlap = false;
+    descendants.each([&](LB tr) { overlap |= group.contains(tr); });
+    if (!overlap) descendants.each([&](LB tr) { ret.insert(tr); });
+    return ret;
+  }
+
+  // the assign rule: a kernel can't read an assign target whose ASSIGN is in another kernel
+  bool reads_foreign_assign_target(LB r, const LBSet& group) {
+    std::vector<LB> parents{r};
+    group.each([&](LB x) { parents.push_back(x); });
+    while (!parents.empty()) {
+      LB p = parents.back()->base().get();
+      parents.pop_back();
+      if (p->realized() || realizes_.contains(p)) {
+        auto it = assign_targets.find(p);
+        if (it != assign_targets.end() && !group.contains(it->second)) return true;
+        continue;
+      }
+      for (auto& x : p->srcs) parents.push_back(x.get());
+    }
+    return false;
+  }
+
+  void group_reduces() {
+    allbufs_.each([&](LB r) {
+      if (!r->is_reduce() || realizes_.contains(r)) return;
+      LBSet group;
+      std::unordered_set<StKey, StKeyHash> cache;
+      recursive_group(r, r->st, r, group, cache);
+      bool can_chase = true;
+      group.each([&](LB tr) { can_chase &= reduce_for_op_.count(tr) == 0; });
+      bool forced_realize = group.contains(r);
+      if (!forced_realize && group.size() > 1) group = isolated_children(r, group);
+      if (!forced_realize) {
+        bool has_assign = false;
+        group.each([&](LB x) { has_assign |= x->op_is(MetaOps::ASSIGN); });
+        if (has_assign && reads_foreign_assign_target(r, group)) forced_realize = true, can_chase = false;
+      }
+      if (forced_realize || group.empty()) {
+        LB tr = r;
+        if (can_chase) {
+          // chase the reduce down to a contiguous child with the same size
+          ShapeTracker st = tr->st;
+          while (children(tr).size() == 1) {
+            LB tr_next = children(tr).list()[0];
+            std::vector<LB> st_childs = views_of(tr_next, tr);
+            if (st_childs.size() > 1 || prod(st.shape()) != prod(st_childs[0]->shape())) break;
+            st = st + st_childs[0]->st;
+            if (!st.contiguous() || tr_next->is_reduce()) break;
+            tr = tr_next;
+          }
+          // don't store a widened cast: store its source
+          if (tr->op_is(UnaryOps::CAST) && std::get<DType>(tr->arg).itemsize() > tr->srcs[0]->dtype.itemsize())
+            tr = tr->srcs[0]->base().get();
+          reduce_for_op_[tr] = r;
+        }
+        realizes_.insert(tr);
+      } else {
+        group.each([&](LB tr) { reduce_for_op_[tr] = r; });
+      }
+      if (getenv("FUSE_ARANGE") && r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST)) reduce_of_const_.push_back(r);
+    });
+  }
+
+  // FUSE_CONV_BW: a reduce of a reduce with no other child is one kernel
+  void fuse_conv_bw() {
+    if (!getenv("FUSE_CONV_BW")) return;
+    double_reduces_.each([&](LB reduceop) {
+      LB top = reduceop->srcs[0]->base().get();
+      if (children(top).size() == 1) realizes_.erase(top);
+    });
+  }
+
+  // FUSE_ARANGE: a sum over a const (arange) is recomputed in its users instead of realized
+  void fuse_arange(const std::vector<LazyBufferPtr>& outs) {
+    for (LB r : reduce_of_const_) {
+      std::vector<LB> group;
+      for (auto& [tr, rop] : reduce_for_op_) if (rop == r) group.push_back(tr);
+      bool skip = false;
+      for (LB tr : group) {
+        skip |= tr->forced_realize;
+        for (auto& o : outs) skip |= o->base().get() == tr;
+      }
+      if (skip) continue;
+      bool has_kernel_child = false;
+      for (LB tr : group)
+        children(tr).each([&](LB c) { has_kernel_child |= !c->op_is(MetaOps::COPY) && !c->op_is(MetaOps::VIEW); });
+      if (!has_kernel_child) continue;
+      for (LB tr : group) realizes_.erase(tr);
+    }
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- ordering (create_schedule)
+
+std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs) {
+  GraphScheduler gs(outs);
+  std::vector<LBScheduleItem>& pre = gs.prescheduled;
+  std::unordered_map<LB, size_t> targets;
+  for (size_t i = 0; i < pre.size(); i++) for (auto& o : pre[i].outputs) targets[o.get()] = i;
+
+  std::vector<std::vector<size_t>> graph(pre.size());
+  std::vector<int> in_degree(pre.size(), 0);
+  auto add_edge = [&](size_t from, size_t to) {
+    if (std::find(graph[from].begin(), graph[from].end(), to) != graph[from].end()) return;
+    graph[from].push_back(to);
+    in_degree[to]++;
+  };
+  for (size_t i = 0; i < pre.size(); i++) {
+    for (auto& x : pre[i].inputs) {
+      if (auto it = targets.find(x.get()); it != targets.end()) add_edge(it->second, i);   // after its producers
+      if (auto at = gs.assign_targets.find(x.get()); at != gs.assign_targets.end()) {
+        if (auto it = targets.find(at->second); it != targets.end()) add_edge(i, it->second);   // before the target is overwritten
+      }
+    }
+  }
+
+  // buffers before ordering: a VIEW's buffer is a view of its source's
+  for (auto& lsi : pre) for (auto& o : lsi.outputs) o->ensure_buffer();
+
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < pre.size(); i++) if (in_degree[i] == 0) queue.push_back(i);
+  std::vector<ScheduleItem> schedule;
+  while (!queue.empty()) {
+    LBScheduleItem& lsi = pre[queue.front()];
+    size_t cur = queue.front();
+    queue.pop_front();
+    ScheduleItem si;
+    si.kind = lsi.kind;
+    si.ast = lsi.ast;
+    si.n_outputs = static_cast<int>(lsi.outputs.size());
+    for (auto* v : {&lsi.outputs, &lsi.inputs})
+      for (auto& x : *v) if (x->size() != 0) si.bufs.push_back(x->buffer);
+    for (auto& o : lsi.outputs) o->srcs.clear();   // realized: the graph above is freed
+    schedule.push_back(std::move(si));
+    for (size_t nxt : graph[cur]) if (--in_degree[nxt] == 0) queue.push_back(nxt);
+  }
+  if (schedule.size() != pre.size())
+    throw Error("create_schedule: cycle detected in the graph, prescheduled " + std::to_string(pre.size()) + " but scheduled " +
+                std::to_string(schedule.size()) + "; an assign target is probably read after it is overwritten");
+  if (debug() >= 1 && schedule.size() >= 10) printf("scheduled %zu kernels\n", schedule.size());
+  return schedule;
+}
+
+std::string ScheduleItem::str() const {
+  std::string s = "ScheduleItem(" + (kind == MetaOps::KERNEL ? "ast=" + ast.str() : to_string(kind)) + ", bufs=(";
+  for (size_t i = 0; i < bufs.size(); i++) s += (i ? ", " : "") + bufs[i]->str();
+  return s + "))";
+}
+
+}  // namespace tg

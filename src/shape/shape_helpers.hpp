@@ -1,0 +1,36 @@
+// Helpers shared by view.cpp and shapetracker.cpp (tinygrad's module-level functions in view.py).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tg/shapetracker.hpp"
+
+namespace tg {
+
+// Python's // and ceil for possibly negative ints (view math follows Python semantics).
+inline int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
+inline int64_t ceildiv(int64_t a, int64_t b) { return -floordiv(-a, b); }
+
+std::vector<int64_t> canonicalize_strides(const Shape& shape, const std::vector<int64_t>& strides);
+std::vector<int64_t> strides_for_shape(const Shape& shape);   // row-major, size-1 dims stride 0
+
+// Contiguous or zero-strided runs merged: (merged size, stride, merged size without the expanded part).
+struct MergedDim { int64_t size, stride, real; };
+std::vector<MergedDim> merge_dims(const Shape& shape, const std::vector<int64_t>& strides, const std::optional<Mask>& mask);
+
+// The mask of a reshape, or nothing when the reshape cuts across the mask.
+std::optional<Mask> reshape_mask(const std::optional<Mask>& mask, const Shape& old_shape, const Shape& new_shape);
+
+// Flat offset -> multi-index in shape (row-major).
+std::vector<int64_t> un1d(const Shape& shape, int64_t offs);
+
+std::string mask_str(const Mask& m);   // "((0, 2), (1, 3))"
+
+}  // namespace tg

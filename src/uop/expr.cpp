@@ -1,0 +1,105 @@
+// tg::Expr and tg::Variable: the public face of symbolic UOps (include/tg/symbolic.hpp).
+#include "tg/symbolic.hpp"
+
+#include <limits>
+
+#include "tg/helpers.hpp"
+#include "uop/symbolic.hpp"
+
+namespace tg {
+
+namespace {
+bool fits_int32(int64_t v) { return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(); }
+DType int_for(int64_t v) { return fits_int32(v) ? dtypes::int32 : dtypes::int64; }
+
+// Bring x to dtype dt: constants are remade, anything else is cast.
+UOp to_dtype(const UOp& x, DType dt) {
+  if (x->dtype == dt) return x;
+  if (x.is_const()) return UOp::const_(dt, x.const_value());
+  return x.cast(dt);
+}
+// Both operands in one integer dtype (bool results of lt count as 0/1 ints).
+std::pair<UOp, UOp> unify(const UOp& a, const UOp& b) {
+  DType da = a->dtype.is_bool() ? dtypes::int32 : a->dtype, db = b->dtype.is_bool() ? dtypes::int32 : b->dtype;
+  DType dt = da == db ? da : least_upper_dtype(da, db);
+  return {to_dtype(a, dt), to_dtype(b, dt)};
+}
+Expr make(const UOp& u) { return Expr(simplify(u)); }
+
+void check_divisor(const Expr& a, const Expr& b, const char* op) {
+  if (b.is_const() && b.const_value() == 0)
+    throw Error(std::string("Expr: ") + op + " by zero in (" + a.render() + op + "0); divide by a non-zero value");
+}
+}  // namespace
+
+Expr::Expr(int64_t v) : u_(std::make_shared<const UOp>(UOp::const_(int_for(v), v))) {}
+Expr::Expr(const UOp& u) : u_(std::make_shared<const UOp>(u)) {
+  TG_ASSERT(u, "Expr of an empty UOp");
+}
+const UOp& Expr::uop() const { return *u_; }
+
+std::string Expr::render() const { return u_->render(); }
+int64_t Expr::vmin() const { return const_to_int(u_->vmin()); }
+int64_t Expr::vmax() const { return const_to_int(u_->vmax()); }
+bool Expr::is_const() const { return u_->is_const(); }
+int64_t Expr::const_value() const {
+  if (!is_const()) throw Error("Expr::const_value: " + render() + " is not a number; check is_const() first");
+  return const_to_int(u_->const_value());
+}
+int64_t Expr::eval(const std::unordered_map<std::string, int64_t>& vars) const { return const_to_int(eval_uop(*u_, vars)); }
+bool Expr::same(const Expr& o) const { return *u_ == *o.u_; }
+
+Expr Expr::lt(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.lt(b)); }
+Expr Expr::max(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.max(b)); }
+Expr Expr::min(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.min(b)); }
+Expr Expr::operator-() const { auto [a, b] = unify(*u_, *u_); return make(-a); }
+
+Expr operator+(const Expr& x, const Expr& y) { auto [a, b] = unify(x.uop(), y.uop()); return make(a + b); }
+Expr operator-(const Expr& x, const Expr& y) { auto [a, b] = unify(x.uop(), y.uop()); return make(a - b); }
+Expr operator*(const Expr& x, const Expr& y) { auto [a, b] = unify(x.uop(), y.uop()); return make(a * b); }
+Expr operator/(const Expr& x, const Expr& y) {
+  check_divisor(x, y, "//");
+  auto [a, b] = unify(x.uop(), y.uop());
+  return make(a.alu(BinaryOps::IDIV, b));
+}
+Expr operator%(const Expr& x, const Expr& y) {
+  check_divisor(x, y, "%");
+  auto [a, b] = unify(x.uop(), y.uop());
+  return make(a % b);
+}
+
+// ---------------------------------------------------------------- Variable
+static UOp define_var(const std::string& name, int64_t mn, int64_t mx) {
+  if (name.empty()) throw Error("Variable: a variable needs a name, e.g. Variable(\"i\", 0, 10)");
+  if (mn > mx)
+    throw Error("Variable('" + name + "', " + std::to_string(mn) + ", " + std::to_string(mx) +
+                "): min is greater than max; give the range as (min, max) with min <= max");
+  DType dt = fits_int32(mn) && fits_int32(mx) ? dtypes::int32 : dtypes::int64;
+  return UOp(Ops::DEFINE_VAR, dt, {UOp::const_(dt, mn), UOp::const_(dt, mx)}, name);
+}
+
+Variable::Variable(const std::string& name, int64_t min, int64_t max)
+    : Expr(define_var(name, min, max)), name_(name), min_(min), max_(max) {}
+
+Variable Variable::bind(int64_t v) const {
+  if (v < min_ || v > max_)
+    throw Error("Variable('" + name_ + "', " + std::to_string(min_) + ", " + std::to_string(max_) + ").bind(" +
+                std::to_string(v) + "): value is outside the variable's range");
+  Variable r = *this;
+  r.val_ = v;
+  return r;
+}
+
+std::pair<Variable, int64_t> Variable::unbind() const {
+  if (!val_) throw Error("Variable('" + name_ + "').unbind(): the variable is not bound; call bind(v) first");
+  Variable r = *this;
+  r.val_.reset();
+  return {r, *val_};
+}
+
+UOp Variable::bound_uop() const {
+  if (!val_) throw Error("Variable('" + name_ + "').bound_uop(): the variable is not bound; call bind(v) first");
+  return UOp(Ops::BIND, uop()->dtype, {uop(), UOp::const_(uop()->dtype, *val_)});
+}
+
+}  // namespace tg
