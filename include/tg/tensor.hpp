@@ -2,6 +2,7 @@
 // A Tensor is a shared handle: copies alias the same data (like Python references), and
 // ops build a lazy graph that realize()/tolist() compile and run.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -42,7 +43,7 @@ struct Opts {
 
 // Python-style slice for operator[]: Slice{1, 3}, Slice{{}, {}, -1}, Slice{2}.
 struct Slice {
-  std::optional<int64_t> start, stop, step;
+  std::optional<int64_t> start{}, stop{}, step{};
 };
 struct NoneT {};
 struct EllipsisT {};
@@ -85,7 +86,11 @@ class Tensor {
   static Tensor full(Shape shape, int fill, Opts opts = {}) { return full(std::move(shape), ConstType(int64_t{fill}), std::move(opts)); }
   static Tensor full(Shape shape, bool fill, Opts opts = {}) { return full(std::move(shape), ConstType(fill), std::move(opts)); }
   static Tensor arange(double start, double stop, double step = 1, Opts opts = {});
-  static Tensor arange(int64_t start, int64_t stop, int64_t step, Opts opts = {});
+  template <std::integral A, std::integral B, std::integral C = int64_t>
+  static Tensor arange(A start, B stop, C step = 1, Opts opts = {}) {   // ints: default_int dtype
+    return arange_int(static_cast<int64_t>(start), static_cast<int64_t>(stop), static_cast<int64_t>(step), std::move(opts));
+  }
+  static Tensor arange_int(int64_t start, int64_t stop, int64_t step, Opts opts = {});
   static Tensor arange(int64_t stop, Opts opts = {});
   static Tensor eye(int64_t n, Opts opts = {});
   static Tensor eye(int64_t n, int64_t m, Opts opts = {});

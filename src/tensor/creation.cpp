@@ -41,11 +41,11 @@ Tensor Tensor::ones(Shape shape, Opts opts) { return full(std::move(shape), Cons
 Tensor Tensor::arange(double start, double stop, double step, Opts opts) {
   return arange_impl(start, stop, step, opts.dtype.value_or(dtypes::default_float()), opts);
 }
-Tensor Tensor::arange(int64_t start, int64_t stop, int64_t step, Opts opts) {
+Tensor Tensor::arange_int(int64_t start, int64_t stop, int64_t step, Opts opts) {
   return arange_impl(static_cast<double>(start), static_cast<double>(stop), static_cast<double>(step),
                      opts.dtype.value_or(dtypes::default_int()), opts);
 }
-Tensor Tensor::arange(int64_t stop, Opts opts) { return arange(int64_t{0}, stop, int64_t{1}, std::move(opts)); }
+Tensor Tensor::arange(int64_t stop, Opts opts) { return arange_int(0, stop, 1, std::move(opts)); }
 
 Tensor Tensor::eye(int64_t n, int64_t m, Opts opts) {
   if (n < 0 || m < 0) throw Error("eye: negative size n=" + std::to_string(n) + ", m=" + std::to_string(m));

@@ -23,7 +23,11 @@ Tensor make_tensor(LazyBufferPtr lb, std::optional<bool> requires_grad) {
   return Tensor(std::move(d));
 }
 std::string resolve_device(const std::string& device) {
-  return device.empty() ? default_device() : canonicalize_device(device);
+  if (device.empty()) return Device::default_device();
+  std::string c = Device::canonicalize(device), kind = c.substr(0, c.find(':'));
+  if (kind != "CPU" && kind != "CUDA" && kind != "DISK")
+    throw Error("device: unknown device '" + device + "'; use CPU (CLANG), CUDA, CUDA:n or DISK:/path");
+  return c;
 }
 DType opts_dtype(const Opts& o, DType fallback) { return o.dtype.value_or(fallback); }
 int resolve_dim(const Tensor& t, int dim, const char* op, bool outer) {
@@ -300,12 +304,13 @@ void Tensor::set_grad(std::optional<Tensor> g) {
 }
 
 namespace {
-// tinygrad's _deepwalk: post-order over tensors that were made by a Function (iterative, no recursion limit)
-std::vector<TensorData*> deepwalk(TensorData* root) {
-  std::vector<TensorData*> order;
+// tinygrad's _deepwalk: post-order over tensors that were made by a Function (iterative, no recursion limit).
+// The order holds strong references: backward drops each ctx, which may hold the only handle to a parent.
+std::vector<std::shared_ptr<TensorData>> deepwalk(const std::shared_ptr<TensorData>& root) {
+  std::vector<std::shared_ptr<TensorData>> order;
   std::unordered_set<TensorData*> visited;
-  std::vector<std::pair<TensorData*, size_t>> stack{{root, 0}};
-  visited.insert(root);
+  std::vector<std::pair<std::shared_ptr<TensorData>, size_t>> stack{{root, 0}};
+  visited.insert(root.get());
   while (!stack.empty()) {
     auto& [node, i] = stack.back();
     if (!node->ctx) {
@@ -313,11 +318,11 @@ std::vector<TensorData*> deepwalk(TensorData* root) {
       continue;
     }
     if (i < node->ctx->parents.size()) {
-      TensorData* p = node->ctx->parents[i++].impl().get();
-      if (visited.insert(p).second) stack.push_back({p, 0});
+      std::shared_ptr<TensorData> p = node->ctx->parents[i++].impl();
+      if (visited.insert(p.get()).second) stack.push_back({std::move(p), 0});
       continue;
     }
-    order.push_back(node);
+    order.push_back(std::move(node));
     stack.pop_back();
   }
   return order;
@@ -334,13 +339,13 @@ Tensor& Tensor::backward() {
 Tensor& Tensor::backward(const Tensor& gradient) {
   if (gradient.shape() != shape())
     throw Error("backward: gradient shape " + to_str(gradient.shape()) + " != tensor shape " + to_str(shape()));
-  std::vector<TensorData*> topo = deepwalk(d_.get());
+  std::vector<std::shared_ptr<TensorData>> topo = deepwalk(d_);
   if (topo.empty())
     throw Error("backward: tensor of shape " + to_str(shape()) +
                 " has no autograd graph; set requires_grad_() on an input before building the expression");
   d_->grad = gradient;
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
-    TensorData* t0 = *it;
+    TensorData* t0 = it->get();
     TG_ASSERT(t0->grad.has_value(), "tensor in the autograd graph has no grad");
     std::shared_ptr<Function> ctx = std::move(t0->ctx);
     LBs grads = ctx->backward(lb(*t0->grad));
