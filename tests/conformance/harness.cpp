@@ -225,6 +225,14 @@ std::string run_case(const Case& c) {
 
 }  // namespace
 
+std::string check_case(const Case& c) {
+  try {
+    return run_case(c);
+  } catch (const std::exception& e) {
+    return std::string("threw: ") + e.what();
+  }
+}
+
 std::vector<double> tg_values(const tg::Tensor& t) {
   tg::DType d = t.dtype();
   auto conv = [](const auto& v) { return std::vector<double>(v.begin(), v.end()); };
@@ -258,12 +266,7 @@ int run_cases(const std::string& family, const std::vector<Case>& cases) {
       continue;
     }
     if (verbose) std::cout << "[ RUN  ] " << family << "/" << c.name << " " << ins_str(c.ins) << std::endl;
-    std::string err;
-    try {
-      err = run_case(c);
-    } catch (const std::exception& e) {
-      err = std::string("threw: ") + e.what();
-    }
+    std::string err = check_case(c);
     if (err.empty()) {
       counts().passed++;
     } else {

@@ -76,6 +76,8 @@ inline Case pair(std::string name, std::vector<In> ins, TgFn t, ThFn th) {
 // number of failures. Updates the suite-wide pass/fail/skip counters printed at exit as
 // "conformance: N passed, M failed, K skipped". CONFORMANCE_FILTER=substr runs only matching cases.
 int run_cases(const std::string& family, const std::vector<Case>& cases);
+// Runs one case without counting it: "" when tg and torch agree, else what differed.
+std::string check_case(const Case& c);
 
 // ---- spellings that differ between tg and torch, overloaded for both tensor types so that one
 // generic lambda serves both (see same()). Axes: nullopt = all axes.

@@ -63,11 +63,12 @@ torch::Tensor all(const torch::Tensor& x, Ax ax, bool keepdim) {
 }
 tg::Tensor var(const tg::Tensor& x, Ax ax, bool keepdim, int64_t correction) { return x.var(tg_axes(ax), keepdim, correction); }
 torch::Tensor var(const torch::Tensor& x, Ax ax, bool keepdim, int64_t correction) {
-  return x.var(at::OptionalIntArrayRef(ax ? *ax : all_dims(x)), correction, keepdim);
+  // an explicit optional: a plain integer would pick the (dims, bool unbiased, keepdim) overload
+  return x.var(at::OptionalIntArrayRef(ax ? *ax : all_dims(x)), c10::optional<int64_t>(correction), keepdim);
 }
 tg::Tensor std(const tg::Tensor& x, Ax ax, bool keepdim, int64_t correction) { return x.std(tg_axes(ax), keepdim, correction); }
 torch::Tensor std(const torch::Tensor& x, Ax ax, bool keepdim, int64_t correction) {
-  return x.std(at::OptionalIntArrayRef(ax ? *ax : all_dims(x)), correction, keepdim);
+  return x.std(at::OptionalIntArrayRef(ax ? *ax : all_dims(x)), c10::optional<int64_t>(correction), keepdim);
 }
 tg::Tensor logsumexp(const tg::Tensor& x, int axis, bool keepdim) { return x.logsumexp(axis, keepdim); }
 torch::Tensor logsumexp(const torch::Tensor& x, int axis, bool keepdim) { return x.logsumexp({axis}, keepdim); }

@@ -107,17 +107,23 @@ std::vector<Case> binary_cases() {
   cs.push_back(same("cmp/ge/bcast", {F({4, 5}), F({5})}, FN(x[0] >= x[1])));
   cs.push_back(same("cmp/eq/bool", {B({6}), B({6})}, FN(x[0] == x[1])));
   cs.push_back(same("cmp/ne/nan", {V({3}, {nan, 1, inf}), V({3}, {nan, 1, inf})}, FN(x[0] != x[1])));
-  // the comparison result used as a mask keeps gradients flowing to the other operand
-  cs.push_back(pair("cmp/lt_backward", {F({4, 5}), F({4, 5})}, TG((x[0] < x[1]).where(x[0], x[1])),
-                    TH(torch::where(x[0] < x[1], x[0], x[1]))));
+  // a comparison used as a 0/1 factor: gradients flow through the other operand (test_cmp_lt_backwards)
+  cs.push_back(same("cmp/lt_mul_backward", {F({4, 5})}, FN(x[0] * (x[0] < 0))));
+  cs.push_back(same("cmp/ne_mul_backward", {V({5}, {0, 1, -2, 0, 3})}, FN(x[0] * (x[0] != 0))));
+  cs.push_back(pair("cmp/where_backward", {F({4, 5}), F({4, 5})}, TG((x[0] < x[1]).where(x[0], x[1])),
+                    TH(torch::where(x[0] < x[1], x[0], x[1])))
+                   .skipped("tinygrad 0.9.2 raises 'tensor has no grad' when a graded comparison is where's condition"));
 
   // where / masked_fill / lerp / clip
   cs.push_back(same("where", {B({4, 5}), F({4, 5}), F({4, 5})}, FN(op::where(x[0], x[1], x[2]))));
   cs.push_back(same("where/bcast", {B({4, 1}), F({5}), F({4, 5})}, FN(op::where(x[0], x[1], x[2]))));
   cs.push_back(same("where/permuted", {B({5, 4}), F({4, 5}), F({5, 4})},
                     FN(op::where(op::permute(x[0], {1, 0}), x[1], op::permute(x[2], {1, 0})))));
+  // forward only: the condition comes from a graded tensor (see cmp/where_backward)
   cs.push_back(pair("where/scalars", {F({4, 5})}, TG((x[0] > 0).where(x[0], 0.0)),
-                    TH(torch::where(x[0] > 0, x[0], torch::zeros({})))));
+                    TH(torch::where(x[0] > 0, x[0], torch::zeros({})))).fwd());
+  cs.push_back(pair("where/scalar_branches", {B({4, 5})}, TG(x[0].where(1.5, -2.0)),
+                    TH(torch::where(x[0], torch::full({}, 1.5), torch::full({}, -2.0)))));
   cs.push_back(pair("where/int", {B({4, 5}), I({4, 5}), I({4, 5})}, TG(x[0].where(x[1], x[2])),
                     TH(torch::where(x[0], x[1], x[2]))));
   cs.push_back(same("masked_fill", {F({4, 5}), B({4, 5})}, FN(x[0].masked_fill(x[1], 3.5))));

@@ -29,7 +29,8 @@ std::vector<Case> cast_cases() {
   cs.push_back(pair("cast/methods_float_", {I({4, 5})}, TG(x[0].float_()), TH(x[0].to(torch::kFloat32))));
   cs.push_back(pair("cast/of_permuted", {F({3, 4}, -5, 5)}, TG(op::permute(x[0], {1, 0}).cast(dt::int32)),
                     TH(x[0].permute({1, 0}).to(torch::kInt32))));
-  cs.push_back(pair("bitcast/float_to_int32", {F({4, 5})}, TG(x[0].bitcast(dt::int32)), TH(x[0].view(torch::kInt32))));
+  // NG: tinygrad refuses to bitcast a tensor that requires grad
+  cs.push_back(pair("bitcast/float_to_int32", {NG(F({4, 5}))}, TG(x[0].bitcast(dt::int32)), TH(x[0].view(torch::kInt32))));
   cs.push_back(pair("bitcast/int32_to_float", {I({6}, 0, 1 << 20)}, TG(x[0].bitcast(dt::float32)), TH(x[0].view(torch::kFloat32))));
   cs.push_back(pair("bitcast/uint8_to_bool", {U8({6}, 0, 1)}, TG(x[0].bitcast(dt::bool_)), TH(x[0].view(torch::kBool))));
   return cs;

@@ -183,7 +183,9 @@ std::vector<Case> einsum_cases() {
   es("ijk,ikl->jil", {F({2, 3, 4}), F({2, 4, 5})});
   es("pqrs,tuqvr->pstuv", {F({2, 3, 2, 2}), F({2, 2, 3, 2, 2})});
   es("ik,jkl,il->ij", {F({2, 3}), F({4, 3, 5}), F({2, 5})});
-  es("...id,...jd->...ij", {F({2, 3, 4}), F({2, 5, 4})});
+  cs.push_back(pair("einsum/...id,...jd->...ij", {F({2, 3, 4}), F({2, 5, 4})}, TG(tg::Tensor::einsum("...id,...jd->...ij", x)),
+                    TH(torch::einsum("...id,...jd->...ij", x)))
+                   .skipped("tinygrad 0.9.2's einsum doesn't support '...' (its test_ops expects an exception)"));
   cs.push_back(pair("einsum/ii->i", {F({3, 3})}, TG(tg::Tensor::einsum("ii->i", x)), TH(torch::einsum("ii->i", x)))
                    .skipped("tinygrad 0.9.2's einsum doesn't support a repeated index within one operand (diagonal/trace)"));
   return cs;
