@@ -76,6 +76,17 @@ double memcpy_bound_ms(size_t bytes, int iters) {
   return best;
 }
 
+// host-generated uniform [0, 1) data (the same numbers go to tg and torch)
+std::vector<float> host_rand(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(s >> 40) / static_cast<float>(1 << 24);
+  }
+  return v;
+}
+
 void bench_softmax(int iters) {
   const int64_t n = 4096;
   const size_t bytes = n * n * sizeof(float);
@@ -84,15 +95,14 @@ void bench_softmax(int iters) {
   line("softmax", "membw_bound", dims + "\"bytes_moved\": " + std::to_string(2 * bytes) + ", \"gbps\": " +
        std::to_string(2.0 * bytes / (bound * 1e6)) + ", ", bound);
 
-  tg::Tensor::manual_seed(0);
-  tg::Tensor x = tg::Tensor::rand({n, n}).realize();
+  std::vector<float> data = host_rand(n * n, 1);
+  tg::Tensor x = tg::Tensor::from(data, {n, n}).realize();
   Timed t = time_it(iters, [&] { x.softmax(-1).realize(); });
   line("softmax", "tg", dims + "\"device\": \"" + x.device() + "\", \"cold_ms\": " + std::to_string(t.cold_ms) +
        ", \"x_bound\": " + std::to_string(t.ms / bound) + ", ", t.ms);
 
 #ifdef TG_BENCH_TORCH
-  torch::manual_seed(0);
-  torch::Tensor tx = torch::rand({n, n});
+  torch::Tensor tx = torch::from_blob(data.data(), {n, n}).clone();
   Timed tt = time_it(iters, [&] { torch::Tensor y = torch::softmax(tx, -1); });
   line("softmax", "torch", dims + "\"threads\": " + std::to_string(torch::get_num_threads()) + ", \"x_bound\": " +
        std::to_string(tt.ms / bound) + ", ", tt.ms);
@@ -103,9 +113,9 @@ void bench_conv(int iters) {
   const std::string dims = "\"input\": [512, 32, 24, 24], \"weight\": [32, 32, 5, 5], ";
   // forward 2*N*Cout*OH*OW*Cin*KH*KW flops; backward computes two such products (dx, dw)
   const double gflop = 3 * 2.0 * 512 * 32 * 20 * 20 * 32 * 25 / 1e9;
-  tg::Tensor::manual_seed(0);
-  tg::Tensor x = tg::Tensor::rand({512, 32, 24, 24}, {.requires_grad = true}).realize();
-  tg::Tensor w = tg::Tensor::rand({32, 32, 5, 5}, {.requires_grad = true}).realize();
+  std::vector<float> xd = host_rand(512 * 32 * 24 * 24, 2), wd = host_rand(32 * 32 * 5 * 5, 3);
+  tg::Tensor x = tg::Tensor::from(xd, {512, 32, 24, 24}, {.requires_grad = true}).realize();
+  tg::Tensor w = tg::Tensor::from(wd, {32, 32, 5, 5}, {.requires_grad = true}).realize();
   Timed t = time_it(iters, [&] {
     x.set_grad(std::nullopt);
     w.set_grad(std::nullopt);
@@ -116,9 +126,8 @@ void bench_conv(int iters) {
        ", \"gflops\": " + std::to_string(gflop / (t.ms / 1e3)) + ", ", t.ms);
 
 #ifdef TG_BENCH_TORCH
-  torch::manual_seed(0);
-  torch::Tensor tx = torch::rand({512, 32, 24, 24}).requires_grad_(true);
-  torch::Tensor tw = torch::rand({32, 32, 5, 5}).requires_grad_(true);
+  torch::Tensor tx = torch::from_blob(xd.data(), {512, 32, 24, 24}).clone().requires_grad_(true);
+  torch::Tensor tw = torch::from_blob(wd.data(), {32, 32, 5, 5}).clone().requires_grad_(true);
   Timed tt = time_it(iters, [&] {
     tx.mutable_grad() = torch::Tensor();
     tw.mutable_grad() = torch::Tensor();
