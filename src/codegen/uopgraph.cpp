@@ -267,11 +267,26 @@ Arg expand_arg(const Pairs& pairs) {
   return v;
 }
 
+// THREEFRY on a uint64 counter: threefry2x32 with 32-bit adds, xors and rotations (tinygrad 0.9.2)
+static UOp threefry2x32(const UOp& x, const UOp& seed0) {
+  UOp m32 = UOp::const_(dtypes::uint64, int64_t{0xffffffff});
+  UOp x0 = (x & m32).cast(dtypes::uint32), x1 = ((x / (int64_t{1} << 32)) & m32).cast(dtypes::uint32);
+  int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  UOp seed = seed0.cast(dtypes::uint32);
+  UOp ks[3] = {UOp::const_(dtypes::uint32, int64_t{0}), seed ^ UOp::const_(dtypes::uint32, int64_t{0x1BD11BDA}), seed};
+  UOp a = x0 + ks[2], b = x1 + ks[0];
+  for (int i = 0; i < 5; i++) {
+    for (int r : rot[i % 2]) { UOp na = a + b; b = na ^ ((b * (int64_t{1} << r)) + (b / (int64_t{1} << (32 - r)))); a = na; }
+    a = a + ks[i % 3]; b = b + ks[(i + 1) % 3] + (i + 1);
+  }
+  return (b.cast(dtypes::uint64) * (int64_t{1} << 32)) | a.cast(dtypes::uint64);
+}
 const PatternMatcher& constant_folder() {
   static const UPat x = UPat::var(0), buf = UPat::var(1), idx = UPat::var(2), var = UPat::var(3), gate = UPat::var(4);
   static const UPat c = UPat::cvar(5), any, T = UPat::cnst(true), F = UPat::cnst(false);
   static const UPat ld = UPat(Ops::LOAD).src({buf, idx});
   static const PatternMatcher extra({
+    {UPat(Ops::ALU).arg(BinaryOps::THREEFRY).src({x, buf}), [](const Match& m) -> O { return threefry2x32(m[x], m[buf]); }},
     // VECTORIZE / GEP
     {UPat(Ops::GEP).src({UPat(Ops::VECTORIZE).cap(0)}), [](const Match& m) -> O {
       return m[0]->src.at(static_cast<size_t>((*m.root)->as<int64_t>())); }},

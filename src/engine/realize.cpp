@@ -185,7 +185,14 @@ size_t method_cache_size() {
 
 // ******************** running ********************
 
+namespace {
+std::vector<ExecItem>* g_capturing = nullptr;
+}
+CaptureScope::CaptureScope(std::vector<ExecItem>* out) : prev_(g_capturing) { g_capturing = out; }
+CaptureScope::~CaptureScope() { g_capturing = prev_; }
+
 std::optional<double> ExecItem::run(const VarVals& var_vals, bool wait, bool jit, bool do_update_stats) {
+  if (g_capturing && !jit) g_capturing->push_back(*this);
   std::vector<Buffer*> raw;
   for (const auto& b : bufs) {
     if (!jit) b->ensure_allocated();

@@ -71,6 +71,17 @@ struct ExecItem {
   std::optional<double> run(const VarVals& var_vals = {}, bool wait = false, bool jit = false, bool do_update_stats = true);
 };
 
+// TinyJit's capture: while a CaptureScope is alive, every ExecItem that runs is appended to out.
+class CaptureScope {
+ public:
+  explicit CaptureScope(std::vector<ExecItem>* out);
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+ private:
+  std::vector<ExecItem>* prev_;
+};
+
 // The renderer of a device's kind: "C" -> ClangRenderer, "CUDA" -> CUDARenderer for its arch. One per device.
 const Renderer& get_renderer(const std::string& device);
 // Kernel with required, tensor-core-free hand-coded opts (NOOPT=1: none).

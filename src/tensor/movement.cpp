@@ -47,11 +47,9 @@ Tensor Tensor::permute(std::vector<int> order) const {
   for (auto& o : order) o = resolve_dim(*this, o, "permute");
   std::vector<int> sorted = order;
   std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); i++)
-    if (sorted[i] != static_cast<int>(i) || sorted.size() != static_cast<size_t>(ndim()))
-      throw Error("permute: " + to_str(order) + " is not a permutation of the dims of shape " + to_str(shape()));
-  if (sorted.size() != static_cast<size_t>(ndim()))
-    throw Error("permute: " + to_str(order) + " is not a permutation of the dims of shape " + to_str(shape()));
+  bool ok = sorted.size() == static_cast<size_t>(ndim());
+  for (size_t i = 0; ok && i < sorted.size(); i++) ok = sorted[i] == static_cast<int>(i);
+  if (!ok) throw Error("permute: " + to_str(order) + " is not a permutation of the dims of shape " + to_str(shape()));
   return apply<F::Permute>({*this}, order);
 }
 

@@ -1,0 +1,105 @@
+// tinygrad's beautiful_mnist in C++: a small CNN trained with Adam and TinyJit on (Fashion-)MNIST.
+//   beautiful_mnist [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR] [--save FILE] [--eval FILE] [--mnist]
+// Prints a progress line per step and, at the end, "test accuracy: NN.NN%".
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+struct Model : nn::Module {
+  nn::Conv2d c1{1, 32, 5}, c2{32, 32, 5};
+  nn::BatchNorm bn1{32};
+  nn::Conv2d c3{32, 64, 3}, c4{64, 64, 3};
+  nn::BatchNorm bn2{64};
+  nn::Linear l1{576, 10};
+
+  Tensor operator()(const Tensor& x) {
+    Tensor h = bn1(c2(c1(x).relu()).relu()).max_pool2d();
+    h = bn2(c4(c3(h).relu()).relu()).max_pool2d();
+    return l1(h.flatten(1));
+  }
+  void collect(const std::string& p, nn::NamedTensors& out) override {
+    c1.collect(p + "c1.", out); c2.collect(p + "c2.", out); bn1.collect(p + "bn1.", out);
+    c3.collect(p + "c3.", out); c4.collect(p + "c4.", out); bn2.collect(p + "bn2.", out);
+    l1.collect(p + "l1.", out);
+  }
+};
+
+int main(int argc, char** argv) {
+  int64_t steps = getenv("STEPS", 250), bs = getenv("BS", 512);
+  std::string device, data_dir = "/usr/share/datasets/fashion-mnist", save_path, eval_path;
+  bool digits = false;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw Error("beautiful_mnist: " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--bs") bs = std::stoll(next());
+    else if (a == "--device") device = next();
+    else if (a == "--data") data_dir = next();
+    else if (a == "--save") save_path = next();
+    else if (a == "--eval") eval_path = next();
+    else if (a == "--mnist") digits = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR] [--save FILE] [--eval FILE] [--mnist]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    if (!device.empty()) setenv("DEVICE", device.c_str(), 1);
+    auto ds = digits ? nn::datasets::mnist(data_dir) : nn::datasets::fashion_mnist(data_dir);
+    std::printf("%s: train %s, test %s on %s\n", digits ? "mnist" : "fashion-mnist", to_str(ds.X_train.shape()).c_str(),
+                to_str(ds.X_test.shape()).c_str(), Device::default_device().c_str());
+
+    Model model;
+    auto test_acc_fn = TinyJit([&](const std::vector<Tensor>&) {
+      return std::vector<Tensor>{(model(ds.X_test).argmax(1) == ds.Y_test).mean() * 100};
+    });
+    if (!eval_path.empty()) {
+      nn::state::load_state_dict(model, nn::state::safe_load(eval_path));
+      std::printf("test accuracy: %.2f%%\n", test_acc_fn({})[0].item<float>());
+      return 0;
+    }
+
+    auto opt = nn::optim::Adam(nn::state::get_parameters(model));
+    auto train_step = TinyJit([&](const std::vector<Tensor>&) {
+      Tensor::Train train;
+      opt->zero_grad();
+      Tensor samples = Tensor::randint({bs}, 0, ds.X_train.shape()[0]);
+      Tensor loss = model(ds.X_train[{samples}]).sparse_categorical_crossentropy(ds.Y_train[{samples}]);
+      loss.backward();
+      opt->step();
+      return std::vector<Tensor>{loss};
+    });
+
+    float test_acc = NAN;
+    for (int64_t i = 0; i < steps; i++) {
+      GlobalCounters::reset();
+      Timing t("", false);
+      float loss = train_step({})[0].item<float>();
+      double ms = t.elapsed_ms();
+      if (i % 10 == 9 || i == steps - 1) test_acc = test_acc_fn({})[0].item<float>();
+      int done = int(40 * (i + 1) / steps);
+      std::printf("\r%3d%%|%s%s| %lld/%lld loss: %6.2f step: %7.1f ms test_accuracy: %5.2f%%", int(100 * (i + 1) / steps),
+                  std::string(done, '#').c_str(), std::string(40 - done, ' ').c_str(), (long long)(i + 1), (long long)steps, loss, ms,
+                  test_acc);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+    if (!save_path.empty()) {
+      nn::state::safe_save(nn::state::get_state_dict(model), save_path);
+      std::printf("saved weights to %s\n", save_path.c_str());
+    }
+    std::printf("test accuracy: %.2f%%\n", test_acc);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
