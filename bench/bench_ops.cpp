@@ -15,8 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "engine/realize.hpp"
-
 #ifdef TG_BENCH_TORCH
 #include <torch/torch.h>
 #endif
@@ -76,7 +74,7 @@ double memcpy_bound_ms(size_t bytes, int iters) {
   return best;
 }
 
-// host-generated uniform [0, 1) data (the same numbers go to tg and torch)
+// host-generated uniform [0, 1) data: the same numbers go to tg and torch
 std::vector<float> host_rand(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -144,6 +142,5 @@ int main() {
   int iters = std::max<int>(1, static_cast<int>(tg::getenv("BENCH_ITERS", 5)));
   bench_softmax(iters);
   bench_conv(iters);
-  tg::clear_method_cache();   // before exit: see tests/conformance/harness.cpp
   return 0;
 }

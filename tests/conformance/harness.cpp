@@ -1,8 +1,6 @@
 // The conformance harness: data generation, running both sides, comparison, the summary line.
 #include "harness.hpp"
 
-#include "engine/realize.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,10 +28,6 @@ Counts& counts() { static Counts c; return c; }
 class Summary : public testing::Environment {
  public:
   void TearDown() override {
-    // Drop the compiled kernels while this thread's thread_locals are alive: otherwise the static
-    // method cache (engine/realize.cpp) frees its UOps at exit, after uop.cpp's thread_local
-    // release list is gone, and corrupts the heap.
-    tg::clear_method_cache();
     auto& c = counts();
     std::cout << "conformance: " << c.passed << " passed, " << c.failed << " failed, " << c.skipped << " skipped"
               << std::endl;
