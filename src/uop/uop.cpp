@@ -126,11 +126,17 @@ class UOpTable {
 
 namespace {
 thread_local bool t_releasing = false;
-thread_local std::vector<UOpNode*> t_pending;
+// never destroyed: static objects (caches holding UOps) release nodes after thread_locals are gone
+thread_local std::vector<UOpNode*>* t_pending_ptr = nullptr;
+std::vector<UOpNode*>& pending() {
+  if (!t_pending_ptr) t_pending_ptr = new std::vector<UOpNode*>();
+  return *t_pending_ptr;
+}
 }  // namespace
 
 // Freed iteratively: dropping a long chain must not recurse through every source.
 void UOpTable::release(UOpNode* n) {
+  auto& t_pending = pending();
   t_pending.push_back(n);
   if (t_releasing) return;
   t_releasing = true;
