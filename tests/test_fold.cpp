@@ -17,3 +17,24 @@ TEST(FoldScratch, Index) {
 }
 TEST(FoldScratch, OneHot) { auto v = Tensor::from<int32_t>({2, 0}, {2}).one_hot(4).tolist<int32_t>(); EXPECT_EQ(v[2], 1); }
 TEST(FoldScratch, Rand) { auto v = Tensor::rand({1000}).tolist<float>(); EXPECT_EQ(v.size(), 1000u); }
+#include <chrono>
+#include <random>
+TEST(FoldScratch, Timing) {
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor::rand({1 << 24}).realize();
+  auto t1 = std::chrono::steady_clock::now();
+  printf("rand 1<<24: %.3f s\n", std::chrono::duration<double>(t1 - t0).count());
+  std::vector<uint8_t> h(60000 * 784);
+  std::mt19937 g(0);
+  for (auto& v : h) v = g() & 255;
+  Tensor X = Tensor::from<uint8_t>(h, {60000, 784});
+  X.realize();
+  std::vector<int32_t> idx(512);
+  for (auto& v : idx) v = g() % 60000;
+  Tensor I = Tensor::from<int32_t>(idx, {512});
+  auto t2 = std::chrono::steady_clock::now();
+  auto out = X[{I}].tolist<uint8_t>();
+  auto t3 = std::chrono::steady_clock::now();
+  printf("gather: %.3f s\n", std::chrono::duration<double>(t3 - t2).count());
+  for (int i = 0; i < 512; i++) for (int j = 0; j < 784; j++) ASSERT_EQ(out[i * 784 + j], h[idx[i] * 784 + j]);
+}
