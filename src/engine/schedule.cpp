@@ -519,7 +519,7 @@ class GraphScheduler {
       } else {
         group.each([&](LB tr) { reduce_for_op_[tr] = r; });
       }
-      if (getenv("FUSE_ARANGE", 1) && r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST)) reduce_of_const_.push_back(r);
+      if (getenv("FUSE_ARANGE") && r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST)) reduce_of_const_.push_back(r);
     });
   }
 
@@ -532,7 +532,7 @@ class GraphScheduler {
     });
   }
 
-  // FUSE_ARANGE (default on: codegen folds the recomputed sums): a sum over a const (arange) is recomputed in its users instead of realized
+  // FUSE_ARANGE: a sum over a const (arange) is recomputed in its users instead of realized
   void fuse_arange(const std::vector<LazyBufferPtr>& outs) {
     for (LB r : reduce_of_const_) {
       std::vector<LB> group;
