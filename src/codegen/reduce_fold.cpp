@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "uop/symbolic.hpp"
+
 namespace tg {
 
 namespace {
@@ -245,7 +247,41 @@ std::optional<UOp> fold_range_sum(const UOp& term, const SumVar& q) {
   std::vector<UOp> conds;
   flatten(term->src[0], BinaryOps::AND, conds);
   const UOp& v = term->src[1];
-  return depends_on(v, q) ? fold_index(conds, v, q) : fold_count(conds, v, q);
+  O ret = depends_on(v, q) ? fold_index(conds, v, q) : fold_count(conds, v, q);
+  if (ret) return ret;
+  // A gate on another loop (a pad: ridx < c) bounds it wherever the term counts; with the tighter
+  // bound the index math often loses its MODs and becomes linear in q.
+  std::vector<std::pair<UOp, UOp>> narrowed;   // (loop, the loop with its gated bounds)
+  std::vector<UOp> used;   // the gates narrowed by: the narrowed term is only right under them
+  for (const UOp& c : conds) {
+    if (depends_on(c, q)) continue;
+    bool neg = is_alu(c, UnaryOps::NEG);
+    const UOp& cmp = neg ? c->src[0] : c;
+    if (!is_alu(cmp, BinaryOps::CMPLT) || cmp->src[0]->op != Ops::RANGE || cmp->src[1]->op != Ops::CONST) continue;
+    const UOp& r = cmp->src[0];
+    UOp lo = r->src[0], hi = r->src[1];
+    for (auto& [old, now] : narrowed)
+      if (old == r) lo = now->src[0], hi = now->src[1];
+    if (neg) lo = lo.max(cmp->src[1]);
+    else hi = hi.min(cmp->src[1]);
+    UOp nr(Ops::RANGE, r->dtype, {simplify(lo), simplify(hi)}, r->arg);
+    std::erase_if(narrowed, [&](auto& p) { return p.first == r; });
+    narrowed.push_back({r, nr});
+    used.push_back(c);
+  }
+  if (narrowed.empty()) return std::nullopt;
+  UOp t = term;
+  for (auto& [old, now] : narrowed) t = substitute(t, old, now);
+  t = simplify(t);
+  if (t == term) return std::nullopt;
+  std::vector<UOp> tconds;
+  if (!is_alu(t, TernaryOps::WHERE) || !is_zero(t->src[2])) return std::nullopt;
+  flatten(t->src[0], BinaryOps::AND, tconds);
+  const UOp& tv = t->src[1];
+  ret = depends_on(tv, q) ? fold_index(tconds, tv, q) : fold_count(tconds, tv, q);
+  if (!ret) return std::nullopt;
+  for (auto& [old, now] : narrowed) ret = substitute(*ret, now, old);
+  return and_all(used).where(*ret, ret->const_like(int64_t{0}));
 }
 std::optional<UOp> fold_range_sum(const UOp& term, const UOp& rng) { return fold_range_sum(term, SumVar{rng}); }
 
