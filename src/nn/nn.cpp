@@ -139,12 +139,18 @@ GroupNorm::GroupNorm(int64_t g, int64_t c, double eps_, bool affine) : num_group
     bias = Tensor::zeros({c});
   }
 }
-Tensor GroupNorm::operator()(const Tensor& x) const {
-  if (x.ndim() < 2 || x.shape()[1] != num_channels)
-    throw Error("nn.GroupNorm: input shape " + to_str(x.shape()) + " must have " + std::to_string(num_channels) + " channels on axis 1");
-  Tensor y = x.reshape({x.shape()[0], num_groups, -1}).layernorm(-1, eps).reshape(x.shape());
+// GroupNorm and InstanceNorm: layernorm over each group of channels, then a per-channel affine
+static Tensor group_norm(const char* op, const Tensor& x, int64_t channels, int64_t groups, double eps,
+                         const std::optional<Tensor>& weight, const std::optional<Tensor>& bias) {
+  if (x.ndim() < 2 || x.shape()[1] != channels)
+    throw Error(std::string(op) + ": input shape " + to_str(x.shape()) + " must have " + std::to_string(channels) + " channels on axis 1");
+  Tensor y = x.reshape({x.shape()[0], groups, -1}).layernorm(-1, eps).reshape(x.shape());
   if (!weight) return y;
   return y * per_channel(*weight, x.ndim()) + per_channel(*bias, x.ndim());
+}
+
+Tensor GroupNorm::operator()(const Tensor& x) const {
+  return group_norm("nn.GroupNorm", x, num_channels, num_groups, eps, weight, bias);
 }
 void GroupNorm::collect(const std::string& p, NamedTensors& out) { add(out, p + "weight", weight); add(out, p + "bias", bias); }
 
@@ -155,11 +161,7 @@ InstanceNorm::InstanceNorm(int64_t n, double eps_, bool affine) : num_features(n
   }
 }
 Tensor InstanceNorm::operator()(const Tensor& x) const {
-  if (x.ndim() < 2 || x.shape()[1] != num_features)
-    throw Error("nn.InstanceNorm: input shape " + to_str(x.shape()) + " must have " + std::to_string(num_features) + " channels on axis 1");
-  Tensor y = x.reshape({x.shape()[0], num_features, -1}).layernorm(-1, eps).reshape(x.shape());
-  if (!weight) return y;
-  return y * per_channel(*weight, x.ndim()) + per_channel(*bias, x.ndim());
+  return group_norm("nn.InstanceNorm", x, num_features, num_features, eps, weight, bias);
 }
 void InstanceNorm::collect(const std::string& p, NamedTensors& out) { add(out, p + "weight", weight); add(out, p + "bias", bias); }
 
