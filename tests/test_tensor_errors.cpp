@@ -156,3 +156,10 @@ TEST(TensorErrors, DataAndAutograd) {
   EXPECT_TG_ERROR(F({1}, {1}).bitcast(dtypes::float16), "bitcast");
   EXPECT_TG_ERROR(F({1}, {1}).to("NOSUCHDEVICE"), "NOSUCHDEVICE");
 }
+
+TEST(TensorErrors, BackwardThroughAConditionWithoutGrad) {
+  tg::Tensor x = tg::Tensor::from<float>({1, 2, 3}, {3}).requires_grad_();
+  tg::Tensor y = tg::Tensor::from<float>({3, 2, 1}, {3}).requires_grad_();
+  tg::Tensor out = (x < y).where(x, y).sum();
+  EXPECT_THROW(out.backward(), tg::Error);
+}

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "tg/helpers.hpp"
+#include "codegen/reduce_fold.hpp"
 #include "uop/symbolic.hpp"
 
 namespace tg {
@@ -285,6 +286,9 @@ const PatternMatcher& constant_folder() {
   static const UPat x = UPat::var(0), buf = UPat::var(1), idx = UPat::var(2), var = UPat::var(3), gate = UPat::var(4);
   static const UPat c = UPat::cvar(5), any, T = UPat::cnst(true), F = UPat::cnst(false);
   static const UPat ld = UPat(Ops::LOAD).src({buf, idx});
+  static const UPat b = UPat::var(6, dtypes::bool_), b2 = UPat::var(7, dtypes::bool_), y = UPat::var(8), z = UPat::var(9);
+  static const UPat zero = UPat::cnst(int64_t{0}).cap(10);
+  static const auto scalar = [](const UOp& u) { return u->dtype.count == 1; };
   static const PatternMatcher extra({
     {UPat(Ops::ALU).arg(BinaryOps::THREEFRY).src({x, buf}), [](const Match& m) -> O { return threefry2x32(m[x], m[buf]); }},
     // VECTORIZE / GEP
@@ -296,6 +300,12 @@ const PatternMatcher& constant_folder() {
     {UPat(Ops::CAST).src({c}), [](const Match& m) -> O { return UOp::const_((*m.root)->dtype, m[c].const_value()); }},
     {UPat(Ops::BITCAST).src({c}), [](const Match& m) { return bitcast_const(*m.root, m[c]); }},
     {UPat(Ops::VECTORIZE).src_each(c), [](const Match& m) -> O { return UOp::const_((*m.root)->dtype, m[c].const_value()); }},
+    // sums over a RANGE with a closed form (arange, one_hot, indexing); this table runs before the reducer
+    {UPat(Ops::REDUCE), [](const Match& m) { return reduce_collapse(*m.root); }},
+    // canonical forms for it: a bool cast times y is a where; a where's 0 arm absorbs multiplies and nested wheres
+    {b.cast() * y, [](const Match& m) -> O { return scalar(*m.root) ? O(m[b].where(m[y], m[y].const_like(int64_t{0}))) : std::nullopt; }},
+    {b.where(y, zero) * z, [](const Match& m) -> O { return scalar(*m.root) ? O(m[b].where(m[y] * m[z], m[zero])) : std::nullopt; }},
+    {b.where(b2.where(y, zero), zero), [](const Match& m) -> O { return (m[b] & m[b2]).where(m[y], m[zero]); }},
     // a REDUCE without ranges is its value
     {UPat(Ops::REDUCE).src({x}), [](const Match& m) -> O { return m[x]; }},
     // x != 0 -> (bool)x

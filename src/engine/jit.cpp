@@ -58,6 +58,13 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
     sig.push_back({t.shape(), t.dtype(), t.device()});
     input_bufs.push_back(t.lazydata()->base()->buffer);
   }
+  // the replay finds inputs by buffer: one buffer as two inputs would bind both to whichever comes last
+  for (size_t a = 0; a < input_bufs.size(); a++)
+    for (size_t b = a + 1; b < input_bufs.size(); b++)
+      if (input_bufs[a] == input_bufs[b])
+        throw Error("TinyJit: inputs " + std::to_string(a) + " and " + std::to_string(b) + " are the same buffer " + sig_str({sig[a]}) +
+                    "; pass it once and use it twice inside the function");
+
   if (getenv("JIT", 1) == 0) {
     auto r = s.fn(inputs);
     realize_all(r);

@@ -37,13 +37,18 @@ static Tensor conv_weight(int64_t a, int64_t b, const Shape& k, int64_t in_chann
   return Tensor::uniform(s, -scale, scale);
 }
 
+// checked before any division by groups (groups=0 would be a SIGFPE, not an error)
+static int checked_groups(int64_t in_channels, int64_t out_channels, int groups) {
+  if (groups <= 0 || in_channels <= 0 || out_channels <= 0 || in_channels % groups != 0 || out_channels % groups != 0)
+    throw Error("nn.Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " + std::to_string(out_channels) +
+                " must be positive and divisible by groups " + std::to_string(groups));
+  return groups;
+}
+
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Shape k, Shape stride_, Shape padding_, Shape dilation_, int groups_,
                bool has_bias)
-    : weight(conv_weight(out_channels, in_channels / groups_, k, in_channels)),
+    : weight(conv_weight(out_channels, in_channels / checked_groups(in_channels, out_channels, groups_), k, in_channels)),
       kernel_size(pair_of(k)), stride(std::move(stride_)), padding(std::move(padding_)), dilation(std::move(dilation_)), groups(groups_) {
-  if (groups_ <= 0 || in_channels % groups_ != 0 || out_channels % groups_ != 0)
-    throw Error("nn.Conv2d: in_channels " + std::to_string(in_channels) + " and out_channels " + std::to_string(out_channels) +
-                " must be divisible by groups " + std::to_string(groups_));
   if (has_bias) {
     double scale = 1.0 / std::sqrt(double(in_channels * prod(kernel_size)));
     bias = Tensor::uniform({out_channels}, -scale, scale);
@@ -134,12 +139,18 @@ GroupNorm::GroupNorm(int64_t g, int64_t c, double eps_, bool affine) : num_group
     bias = Tensor::zeros({c});
   }
 }
-Tensor GroupNorm::operator()(const Tensor& x) const {
-  if (x.ndim() < 2 || x.shape()[1] != num_channels)
-    throw Error("nn.GroupNorm: input shape " + to_str(x.shape()) + " must have " + std::to_string(num_channels) + " channels on axis 1");
-  Tensor y = x.reshape({x.shape()[0], num_groups, -1}).layernorm(-1, eps).reshape(x.shape());
+// GroupNorm and InstanceNorm: layernorm over each group of channels, then a per-channel affine
+static Tensor group_norm(const char* op, const Tensor& x, int64_t channels, int64_t groups, double eps,
+                         const std::optional<Tensor>& weight, const std::optional<Tensor>& bias) {
+  if (x.ndim() < 2 || x.shape()[1] != channels)
+    throw Error(std::string(op) + ": input shape " + to_str(x.shape()) + " must have " + std::to_string(channels) + " channels on axis 1");
+  Tensor y = x.reshape({x.shape()[0], groups, -1}).layernorm(-1, eps).reshape(x.shape());
   if (!weight) return y;
   return y * per_channel(*weight, x.ndim()) + per_channel(*bias, x.ndim());
+}
+
+Tensor GroupNorm::operator()(const Tensor& x) const {
+  return group_norm("nn.GroupNorm", x, num_channels, num_groups, eps, weight, bias);
 }
 void GroupNorm::collect(const std::string& p, NamedTensors& out) { add(out, p + "weight", weight); add(out, p + "bias", bias); }
 
@@ -150,11 +161,7 @@ InstanceNorm::InstanceNorm(int64_t n, double eps_, bool affine) : num_features(n
   }
 }
 Tensor InstanceNorm::operator()(const Tensor& x) const {
-  if (x.ndim() < 2 || x.shape()[1] != num_features)
-    throw Error("nn.InstanceNorm: input shape " + to_str(x.shape()) + " must have " + std::to_string(num_features) + " channels on axis 1");
-  Tensor y = x.reshape({x.shape()[0], num_features, -1}).layernorm(-1, eps).reshape(x.shape());
-  if (!weight) return y;
-  return y * per_channel(*weight, x.ndim()) + per_channel(*bias, x.ndim());
+  return group_norm("nn.InstanceNorm", x, num_features, num_features, eps, weight, bias);
 }
 void InstanceNorm::collect(const std::string& p, NamedTensors& out) { add(out, p + "weight", weight); add(out, p + "bias", bias); }
 
@@ -170,7 +177,7 @@ Embedding::Embedding(int64_t v, int64_t e) : vocab_size(v), embed_size(e), weigh
 Tensor Embedding::operator()(const Tensor& idx) const {
   Shape out = idx.shape();
   out.push_back(embed_size);
-  if (idx.numel() == 0) return Tensor::empty(out);
+  if (idx.numel() == 0) return Tensor::empty(out, Opts{weight.dtype(), weight.device(), {}});
   Shape big = idx.shape();
   big.push_back(vocab_size);
   big.push_back(embed_size);

@@ -94,7 +94,12 @@ void load_state_dict(Module& model, const StateDict& sd, bool strict) {
     if (v.dtype() != t->dtype())
       throw Error("load_state_dict: dtype mismatch for '" + k + "': model has " + t->dtype().str() + ", state dict has " + v.dtype().str() +
                   "; cast the state dict first");
-    t->replace(v.to(t->device())).realize();
+    Tensor src = v.to(t->device());
+    // same device: .to() is the dict's own tensor; copy it so the model doesn't share (and later train) the
+    // dict's buffer, which may be another live model's weight
+    if (src.lazydata()->base() == v.lazydata()->base())
+      src = Tensor::empty(v.shape(), Opts{v.dtype(), t->device(), false}).realize().assign(src);
+    t->replace(src).realize();
   }
 }
 

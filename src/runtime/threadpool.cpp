@@ -15,7 +15,9 @@ ThreadPool& ThreadPool::global() {
 int ThreadPool::default_threads() {
   int64_t n = getenv("THREADS", 0);
   if (n < 0) throw Error("THREADS=" + std::to_string(n) + " must be positive (or unset for all cores)");
-  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  // hardware_concurrency reads sysfs (open/read/close) on every call: once per process, not per kernel
+  static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (n == 0) n = cores;
   return static_cast<int>(n);
 }
 

@@ -346,7 +346,10 @@ Tensor& Tensor::backward(const Tensor& gradient) {
   d_->grad = gradient;
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     TensorData* t0 = it->get();
-    TG_ASSERT(t0->grad.has_value(), "tensor in the autograd graph has no grad");
+    if (!t0->grad.has_value())
+      throw Error(std::string("backward: the output of ") + t0->ctx->name() + " (shape " + to_str(t0->lazydata->shape()) +
+                  ") is in the autograd graph but got no gradient (like a comparison used as a where condition); "
+                  "detach() it where it is used");
     std::shared_ptr<Function> ctx = std::move(t0->ctx);
     LBs grads = ctx->backward(lb(*t0->grad));
     TG_ASSERT(grads.size() == ctx->parents.size(), std::string(ctx->name()) + ".backward returned the wrong number of grads");

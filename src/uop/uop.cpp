@@ -213,6 +213,13 @@ static void compute_min_max(UOpNode& n) {
     case Ops::SPECIAL:
       if (s.size() == 1) set(0, hi(s[0]) - 1);
       return;
+    case Ops::EXPAND: {   // one of its sources in each lane
+      if (s.empty() || n.dtype.count != 1) return;
+      int64_t a = lo(s[0]), c = hi(s[0]);
+      for (const UOp& x : s) a = std::min(a, lo(x)), c = std::max(c, hi(x));
+      set(a, c);
+      return;
+    }
     case Ops::BIND:
       if (s.size() == 2) set(lo(s[1]), hi(s[1]));
       return;
