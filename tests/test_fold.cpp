@@ -241,8 +241,8 @@ TEST(FoldEndToEnd, RandIsFast) {
   EXPECT_EQ(Tensor::rand({5}).tolist<float>()[0], 0.1813475489616394f);
 }
 
-// The gather folds when the arange is fused into it (FUSE_ARANGE=1; off by default: the scheduler still
-// throws on some fused-reduce views, see TensorReduce.Cumsum under FUSE_ARANGE=1).
+// The gather folds when the arange is fused into it (FUSE_ARANGE, on by default; an arange the scheduler
+// can't lower into its consumer is realized on its own, see TensorReduce.Cumsum).
 TEST(FoldEndToEnd, GatherRowsWithoutALoopOverThem) {
   Context fuse({{"FUSE_ARANGE", 1}});
   const int64_t rows = 60000, cols = 784, n = 512;

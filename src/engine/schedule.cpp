@@ -336,6 +336,24 @@ class GraphScheduler {
     group_reduces();
     fuse_conv_bw();
     fuse_arange(outs);
+    // an arange that can't be lowered into a consumer's kernel (reduce views of another rank) is
+    // realized again and the groups are lowered anew; only errors with no fused arange reach the user
+    while (!lower_groups()) {}
+  }
+
+ private:
+  LBSet realizes_, allbufs_, simple_pads_, double_reduces_;
+  std::unordered_map<LB, LBSet> children_;
+  std::unordered_map<LB, LB> reduce_for_op_;
+  std::vector<LB> reduce_of_const_, fused_aranges_;
+  const LBSet empty_;
+
+  const LBSet& children(LB b) const {
+    auto it = children_.find(b);
+    return it == children_.end() ? empty_ : it->second;
+  }
+
+  std::vector<std::pair<LB, std::vector<LB>>> make_groups() {
     // one item per output group; with MULTIOUTPUT a reduce's fused children share one kernel
     std::vector<std::pair<LB, std::vector<LB>>> groups;
     std::unordered_map<LB, size_t> group_idx;
@@ -348,19 +366,41 @@ class GraphScheduler {
       if (fresh) groups.push_back({key, {}});
       groups[it->second].second.push_back(buf);
     });
-    for (auto& [k, g] : groups) prescheduled.push_back(GroupLowerer(g, realizes_).lower());
+    return groups;
   }
 
- private:
-  LBSet realizes_, allbufs_, simple_pads_, double_reduces_;
-  std::unordered_map<LB, LBSet> children_;
-  std::unordered_map<LB, LB> reduce_for_op_;
-  std::vector<LB> reduce_of_const_;
-  const LBSet empty_;
+  bool lower_groups() {
+    prescheduled.clear();
+    for (auto& [k, g] : make_groups()) {
+      try {
+        prescheduled.push_back(GroupLowerer(g, realizes_).lower());
+      } catch (const std::exception&) {   // tg::Error or an internal assertion
+        if (!unfuse_aranges_above(g)) throw;
+        return false;
+      }
+    }
+    return true;
+  }
 
-  const LBSet& children(LB b) const {
-    auto it = children_.find(b);
-    return it == children_.end() ? empty_ : it->second;
+  // realize the fused aranges a group reads; false when it reads none
+  bool unfuse_aranges_above(const std::vector<LB>& group) {
+    std::vector<LB> stack(group.begin(), group.end());
+    std::unordered_set<LB> seen;
+    bool any = false;
+    while (!stack.empty()) {
+      LB b = stack.back();
+      stack.pop_back();
+      if (!seen.insert(b).second || b->realized()) continue;
+      if (std::find(fused_aranges_.begin(), fused_aranges_.end(), b) != fused_aranges_.end()) {
+        realizes_.insert(b);
+        std::erase(fused_aranges_, b);
+        any = true;
+        continue;
+      }
+      if (realizes_.contains(b) && std::find(group.begin(), group.end(), b) == group.end()) continue;
+      for (auto& x : b->srcs) stack.push_back(x->base().get());
+    }
+    return any;
   }
 
   // walk the whole graph, realizing expanded bases and the sources of copies and views
@@ -519,7 +559,7 @@ class GraphScheduler {
       } else {
         group.each([&](LB tr) { reduce_for_op_[tr] = r; });
       }
-      if (getenv("FUSE_ARANGE") && r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST)) reduce_of_const_.push_back(r);
+      if (getenv("FUSE_ARANGE", 1) && r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST)) reduce_of_const_.push_back(r);
     });
   }
 
@@ -547,7 +587,7 @@ class GraphScheduler {
       for (LB tr : group)
         children(tr).each([&](LB c) { has_kernel_child |= !c->op_is(MetaOps::COPY) && !c->op_is(MetaOps::VIEW); });
       if (!has_kernel_child) continue;
-      for (LB tr : group) realizes_.erase(tr);
+      for (LB tr : group) realizes_.erase(tr), fused_aranges_.push_back(tr);
     }
   }
 };
