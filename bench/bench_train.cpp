@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tg/tg.hpp"
+#include "mnist_model.hpp"
 #ifdef TG_HAVE_TORCH
 #include <torch/torch.h>
 #endif
@@ -27,24 +28,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
-
-struct Model : nn::Module {
-  nn::Conv2d c1{1, 32, 5}, c2{32, 32, 5};
-  nn::BatchNorm bn1{32};
-  nn::Conv2d c3{32, 64, 3}, c4{64, 64, 3};
-  nn::BatchNorm bn2{64};
-  nn::Linear l1{576, 10};
-  Tensor operator()(const Tensor& x) {
-    Tensor h = bn1(c2(c1(x).relu()).relu()).max_pool2d();
-    h = bn2(c4(c3(h).relu()).relu()).max_pool2d();
-    return l1(h.flatten(1));
-  }
-  void collect(const std::string& p, nn::NamedTensors& out) override {
-    c1.collect(p + "c1.", out); c2.collect(p + "c2.", out); bn1.collect(p + "bn1.", out);
-    c3.collect(p + "c3.", out); c4.collect(p + "c4.", out); bn2.collect(p + "bn2.", out);
-    l1.collect(p + "l1.", out);
-  }
-};
 
 // multiply-adds x2 of the convs and the linear layer for one step: forward, grad of the input (all but
 // c1, whose input needs none) and grad of the weights. Normalization/elementwise work is left out.
@@ -90,7 +73,7 @@ nn::datasets::Dataset load_data() {
 void bench_tg(int64_t bs, int steps, int threads) {
   auto ds = load_data();
   Tensor::manual_seed(1);
-  Model model;
+  MnistModel model;
   auto opt = nn::optim::Adam(nn::state::get_parameters(model));
   Tensor X = ds.X_train, Y = ds.Y_train;
   // as the example: the batch is gathered inside the step (tinygrad's arange-compare indexing)

@@ -7,27 +7,9 @@
 #include <string>
 
 #include "tg/tg.hpp"
+#include "mnist_model.hpp"
 
 using namespace tg;
-
-struct Model : nn::Module {
-  nn::Conv2d c1{1, 32, 5}, c2{32, 32, 5};
-  nn::BatchNorm bn1{32};
-  nn::Conv2d c3{32, 64, 3}, c4{64, 64, 3};
-  nn::BatchNorm bn2{64};
-  nn::Linear l1{576, 10};
-
-  Tensor operator()(const Tensor& x) {
-    Tensor h = bn1(c2(c1(x).relu()).relu()).max_pool2d();
-    h = bn2(c4(c3(h).relu()).relu()).max_pool2d();
-    return l1(h.flatten(1));
-  }
-  void collect(const std::string& p, nn::NamedTensors& out) override {
-    c1.collect(p + "c1.", out); c2.collect(p + "c2.", out); bn1.collect(p + "bn1.", out);
-    c3.collect(p + "c3.", out); c4.collect(p + "c4.", out); bn2.collect(p + "bn2.", out);
-    l1.collect(p + "l1.", out);
-  }
-};
 
 int main(int argc, char** argv) {
   int64_t steps = getenv("STEPS", 250), bs = getenv("BS", 512);
@@ -57,7 +39,7 @@ int main(int argc, char** argv) {
     std::printf("%s: train %s, test %s on %s\n", digits ? "mnist" : "fashion-mnist", to_str(ds.X_train.shape()).c_str(),
                 to_str(ds.X_test.shape()).c_str(), Device::default_device().c_str());
 
-    Model model;
+    MnistModel model;
     auto test_acc_fn = TinyJit([&](const std::vector<Tensor>&) {
       return std::vector<Tensor>{(model(ds.X_test).argmax(1) == ds.Y_test).mean() * 100};
     });

@@ -12,6 +12,7 @@
 #include "engine/search.hpp"
 #include "runtime/cache.hpp"
 #include "shape/shapetracker_arg.hpp"
+#include "tg/tg.hpp"
 
 using namespace tg;
 
@@ -283,4 +284,24 @@ TEST(KernelOptsFuzz, RandomOptsKeepResults) {
   }
   EXPECT_EQ(tested, 24);
   EXPECT_GT(with_opts, 12) << "most random kernels must get some opts";
+}
+
+// Upcast reduce lanes whose updates differ in shape (a folded per-lane constant of 1 drops a multiply)
+// must not share a vector accumulator: their scalar updates would leave it stale.
+TEST(CpuVectorizer, AccumulatorLanesWithDifferentUpdates) {
+  const Shape shape{4, 3, 5, 7, 2};
+  std::vector<float> xs(size_t(prod(shape)));
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = float(int(i % 7) - 3);
+  Tensor x = Tensor::from<float>(xs, shape);
+  Tensor s = Tensor::arange(3, Opts{dtypes::float32, {}, {}}).reshape({1, 3, 1, 1, 1}) * 0.25f + 1;
+  auto got = ((x * s + s) * s).sum(Axes{0, 2}).tolist<float>();
+  ASSERT_EQ(got.size(), 3u * 7 * 2);
+  for (int c = 0; c < 3; c++)
+    for (int r = 0; r < 14; r++) {
+      const double sc = 1 + 0.25 * c;
+      double want = 0;
+      for (int a = 0; a < 4; a++)
+        for (int k = 0; k < 5; k++) want += (xs[size_t(((a * 3 + c) * 5 + k) * 14 + r)] * sc + sc) * sc;
+      ASSERT_NEAR(got[size_t(c * 14 + r)], want, 1e-3) << "channel " << c << " at " << r;
+    }
 }

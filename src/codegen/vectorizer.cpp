@@ -66,6 +66,7 @@ class Vectorizer {
     for (const UOp& l : lanes) key.push_back(l.get());
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     Vec v = build(lanes);
+    journal_.push_back(key);
     memo_.emplace(std::move(key), v);
     return v;
   }
@@ -151,15 +152,28 @@ class Vectorizer {
     UOp vacc(Ops::DEFINE_ACC, vdt(lanes), src, accs[0]->arg);
     std::vector<const UOpNode*> key;
     for (const UOp& a : accs) key.push_back(a.get());
+    const size_t mark = journal_.size();
+    journal_.push_back(key);
     memo_[key] = {vacc, true};
     Vec v = vec(vals);
     // lanes that read scattered memory keep scalar accumulators: the C compiler vectorizes each
-    // reduce loop by itself then (a vector of gathers in the loop would be slower)
-    if (load_gathers_ > gathers_before) return gather(lanes);
+    // reduce loop by itself then (a vector of gathers in the loop would be slower). Lanes whose updates
+    // didn't line up still read the scalar accumulators, which the vector one would leave stale.
+    if (load_gathers_ > gathers_before || reads_any(v.u, accs)) {
+      while (journal_.size() > mark) memo_.erase(journal_.back()), journal_.pop_back();
+      return gather(lanes);
+    }
     return {UOp(Ops::PHI, vdt(lanes), {vacc, v.u}), true};
   }
 
+  static bool reads_any(const UOp& root, const std::vector<UOp>& nodes) {
+    for (const UOp& u : root.toposort())
+      if (std::find(nodes.begin(), nodes.end(), u) != nodes.end()) return true;
+    return false;
+  }
+
   std::map<std::vector<const UOpNode*>, Vec> memo_;
+  std::vector<std::vector<const UOpNode*>> journal_;   // memo keys in insertion order, to undo a failed accumulator
   int64_t load_gathers_ = 0;
 };
 

@@ -1,0 +1,160 @@
+// A small conv net trained for a few Adam steps on CUDA and on the CPU from the same seed: the initial
+// weights, the losses, every gradient and the updated weights must agree. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "runtime/device.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+struct SmallNet : nn::Module {
+  nn::Conv2d c1{1, 8, 3}, c2{8, 8, 3};
+  nn::BatchNorm bn{8};
+  nn::Linear l1{8 * 4 * 4, 10};
+  Tensor operator()(const Tensor& x) { return l1(bn(c2(c1(x).relu()).relu()).max_pool2d().flatten(1)); }
+  void collect(const std::string& p, nn::NamedTensors& out) override {
+    c1.collect(p + "c1.", out); c2.collect(p + "c2.", out); bn.collect(p + "bn.", out); l1.collect(p + "l1.", out);
+  }
+};
+
+using Trace = std::vector<std::pair<std::string, std::vector<float>>>;   // in the order computed
+
+// what one device computes: initial weights, per step the loss and the gradients, final weights
+Trace train_on(const std::string& device, int steps) {
+  setenv("DEVICE", device.c_str(), 1);
+  Tensor::manual_seed(7);
+  SmallNet net;
+  auto params = nn::state::get_parameters(net);
+  auto opt = nn::optim::Adam(params);
+  Trace t;
+  for (auto& [k, v] : nn::state::get_state_dict(net)) t.emplace_back("init." + k, v.to("CPU").cast(dtypes::float32).tolist<float>());
+  std::vector<float> xs(32 * 12 * 12);
+  std::vector<int32_t> ys(32);
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = float(std::sin(0.37 * double(i)));
+  for (size_t i = 0; i < ys.size(); i++) ys[i] = int32_t((i * 7) % 10);
+  Tensor X = Tensor::from<float>(xs, {32, 1, 12, 12}), Y = Tensor::from<int32_t>(ys, {32});
+  for (int s = 0; s < steps; s++) {
+    Tensor::Train train;
+    opt->zero_grad();
+    Tensor loss = net(X).sparse_categorical_crossentropy(Y);
+    loss.backward();
+    // read before the step: afterwards the unrealized gradients would be recomputed from updated weights
+    t.emplace_back("loss." + std::to_string(s), loss.to("CPU").tolist<float>());
+    for (auto& [k, v] : nn::state::get_state_dict(net))
+      if (auto g = v.grad()) t.emplace_back("grad." + std::to_string(s) + "." + k, g->to("CPU").tolist<float>());
+    opt->step();
+  }
+  for (auto& [k, v] : nn::state::get_state_dict(net)) t.emplace_back("final." + k, v.to("CPU").cast(dtypes::float32).tolist<float>());
+  unsetenv("DEVICE");
+  return t;
+}
+
+}  // namespace
+
+TEST(CudaTrain, AdamStepsOfAConvNetMatchTheCPU) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA here";
+  Trace cpu = train_on("CPU", 3), gpu = train_on("CUDA", 3);
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t n = 0; n < cpu.size(); n++) {
+    const auto& [k, want] = cpu[n];
+    const auto& got = gpu[n].second;
+    ASSERT_EQ(gpu[n].first, k);
+    ASSERT_EQ(got.size(), want.size()) << k;
+    for (size_t i = 0; i < want.size(); i++)
+      if (std::fabs(got[i] - want[i]) > 1e-3 + 1e-3 * std::fabs(want[i])) {   // one line per tensor
+        ADD_FAILURE() << k << "[" << i << "]: CUDA " << got[i] << ", CPU " << want[i];
+        break;
+      }
+  }
+}
+
+// reduces over the axis sets a conv net's backward uses, on shapes big enough for grouped/local reduces
+TEST(CudaTrain, ReducesMatchTheCPU) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA here";
+  const Shape shape{32, 8, 8, 8};
+  std::vector<float> xs(32 * 8 * 8 * 8);
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = float(std::cos(0.11 * double(i)));
+  const std::vector<std::vector<int>> axes{{0}, {1}, {3}, {0, 2, 3}, {1, 2, 3}, {2, 3}, {0, 1, 2, 3}};
+  for (const auto& ax : axes) {
+    auto on = [&](const std::string& d) {
+      Tensor x = Tensor::from<float>(xs, shape, Opts{{}, d, {}});
+      return std::make_pair(x.sum(Axes(ax)).to("CPU").template tolist<float>(), x.max(Axes(ax)).to("CPU").template tolist<float>());
+    };
+    auto [s_cpu, m_cpu] = on("CPU");
+    auto [s_gpu, m_gpu] = on("CUDA");
+    ASSERT_EQ(s_cpu.size(), s_gpu.size());
+    for (size_t i = 0; i < s_cpu.size(); i++) {
+      ASSERT_NEAR(s_gpu[i], s_cpu[i], 1e-3 + 1e-4 * std::fabs(s_cpu[i])) << "sum over axes " << ax.size() << "," << ax[0] << " at " << i;
+      ASSERT_EQ(m_gpu[i], m_cpu[i]) << "max over axes " << ax.size() << "," << ax[0] << " at " << i;
+    }
+  }
+}
+
+// the gradients each layer of the net above passes down, to its input and to a per-channel bias
+TEST(CudaTrain, LayerGradientsMatchTheCPU) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA here";
+  const Shape shape{8, 4, 10, 10};
+  std::vector<float> xs(8 * 4 * 10 * 10), ws(xs.size()), bs{0.1f, -0.2f, 0.3f, 0.05f};
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = float(std::sin(0.29 * double(i))), ws[i] = float(std::cos(0.13 * double(i)));
+  using F = Tensor (*)(const Tensor&);
+  const std::vector<std::pair<std::string, F>> fns{
+      {"relu", [](const Tensor& x) { return x.relu(); }},
+      {"max_pool2d", [](const Tensor& x) { return x.max_pool2d().pad({{0, 0}, {0, 0}, {0, 5}, {0, 5}}); }},
+      {"max", [](const Tensor& x) { return x.max(Axes{2, 3}, true).expand({8, 4, 10, 10}); }},
+      {"flatten", [](const Tensor& x) { return x.flatten(1).reshape({8, 4, 10, 10}); }},
+      {"batchnorm", [](const Tensor& x) {
+         Tensor m = x.mean(Axes{0, 2, 3}, true), v = (x - m).square().mean(Axes{0, 2, 3}, true);
+         return (x - m) * (v + 1e-5).rsqrt();
+       }},
+      {"logsoftmax", [](const Tensor& x) { return x.log_softmax(1); }},
+      {"batchnorm_scaled", [](const Tensor& x) {
+         Tensor w = Tensor::arange(4, Opts{dtypes::float32, x.device(), {}}).reshape({1, 4, 1, 1}) * 0.5f + 0.25f;
+         Tensor m = x.mean(Axes{0, 2, 3}, true), v = (x - m).square().mean(Axes{0, 2, 3}, true);
+         return (x - m) * (v + 1e-5).rsqrt() * w;
+       }},
+  };
+  for (auto& [name, f] : fns) {
+    auto on = [&, f = f](const std::string& d) {
+      Tensor x = Tensor::from<float>(xs, shape, Opts{{}, d, true}), w = Tensor::from<float>(ws, shape, Opts{{}, d, {}});
+      Tensor b = Tensor::from<float>(bs, {1, 4, 1, 1}, Opts{{}, d, true});
+      (f(x + b) * w).sum().backward();
+      return std::make_pair(x.grad()->to("CPU").tolist<float>(), b.grad()->to("CPU").tolist<float>());
+    };
+    auto cpu = on("CPU"), gpu = on("CUDA");
+    for (auto [c, g, what] : {std::tuple{&cpu.first, &gpu.first, "x"}, std::tuple{&cpu.second, &gpu.second, "bias"}})
+      for (size_t i = 0; i < c->size(); i++)
+        if (std::fabs((*g)[i] - (*c)[i]) > 1e-3 + 1e-3 * std::fabs((*c)[i])) {
+          ADD_FAILURE() << name << " grad of " << what << "[" << i << "]: CUDA " << (*g)[i] << ", CPU " << (*c)[i];
+          break;
+        }
+  }
+}
+
+// a per-axis vector broadcast over 4-d and 5-d tensors (more dims than the GPU's launch dims), with reduces
+TEST(CudaTrain, BroadcastsMatchTheCPU) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA here";
+  for (const Shape& shape : {Shape{32, 8, 8, 8}, Shape{4, 3, 5, 7, 2}, Shape{64, 32, 12, 12}}) {
+    std::vector<float> xs(size_t(prod(shape)));
+    for (size_t i = 0; i < xs.size(); i++) xs[i] = float(std::sin(0.17 * double(i)));
+    for (size_t a = 0; a < shape.size(); a++) {
+      Shape vs(shape.size(), 1);
+      vs[a] = shape[a];
+      auto on = [&](const std::string& d) {
+        Tensor x = Tensor::from<float>(xs, shape, Opts{{}, d, {}});
+        Tensor s = Tensor::arange(shape[a], Opts{dtypes::float32, d, {}}).reshape(vs) * 0.25f + 1;
+        Tensor y = x * s + s;
+        return std::make_pair(y.to("CPU").tolist<float>(), (y * s).sum(Axes{0, 2}).to("CPU").tolist<float>());
+      };
+      auto cpu = on("CPU"), gpu = on("CUDA");
+      for (size_t i = 0; i < cpu.first.size(); i++)
+        ASSERT_NEAR(gpu.first[i], cpu.first[i], 1e-4) << to_str(shape) << " axis " << a << " at " << i;
+      for (size_t i = 0; i < cpu.second.size(); i++)
+        ASSERT_NEAR(gpu.second[i], cpu.second[i], 1e-2 + 1e-4 * std::fabs(cpu.second[i])) << to_str(shape) << " axis " << a << " sum at " << i;
+    }
+  }
+}
