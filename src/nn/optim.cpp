@@ -62,7 +62,7 @@ std::vector<Tensor> LARS::step_() {
     auto grad = t.grad();
     if (!grad) throw Error("optim.step: parameter " + std::to_string(i) + " of shape " + to_str(t.shape()) + " has no grad; call backward() first");
     Tensor g = grad->contiguous();
-    Tensor r = Tensor(1.0);
+    Tensor r = Tensor(1.0, Opts{{}, t.device(), false});   // on the parameter's device, not the default one
     if (tcoef != 0) {
       Tensor r1 = t.detach().square().sum().sqrt();
       Tensor r2 = g.square().sum().sqrt();
@@ -103,7 +103,7 @@ std::vector<Tensor> LAMB::step_() {
     Tensor m_hat = m[i] / (1.0 - b1_t);
     Tensor v_hat = v[i] / (1.0 - b2_t);
     Tensor up = (m_hat / (v_hat.sqrt() + eps)) + wd * t.detach();
-    Tensor r = Tensor(1.0);
+    Tensor r = Tensor(1.0, Opts{{}, t.device(), false});   // on the parameter's device, not the default one
     if (!adam) {
       Tensor r1 = t.detach().square().sum().sqrt();
       Tensor r2 = up.square().sum().sqrt();
