@@ -1,4 +1,5 @@
-// tinygrad's beautiful_mnist in C++: a small CNN trained with Adam and TinyJit on (Fashion-)MNIST.
+// tinygrad's beautiful_mnist in C++: a small CNN trained with Adam (cosine learning-rate decay) and TinyJit
+// on (Fashion-)MNIST.
 //   beautiful_mnist [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR] [--save FILE] [--eval FILE] [--mnist]
 // Prints a progress line per step and, at the end, "test accuracy: NN.NN%".
 #include <cmath>
@@ -61,7 +62,10 @@ int main(int argc, char** argv) {
     });
 
     float test_acc = NAN;
+    const double lr0 = opt->lr->item<float>();
     for (int64_t i = 0; i < steps; i++) {
+      // cosine decay to 0: the last steps settle the weights instead of bouncing around a minimum
+      opt->lr->assign(Tensor::full({1}, lr0 * 0.5 * (1 + std::cos(M_PI * double(i) / double(steps))))).realize();
       GlobalCounters::reset();
       Timing t("", false);
       float loss = train_step({})[0].item<float>();

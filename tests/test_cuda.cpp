@@ -1,6 +1,7 @@
 // CUDA backend: skipped where no GPU/driver/NVRTC is present; there get_device("CUDA") must throw.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "runtime/buffer.hpp"
@@ -75,4 +76,18 @@ TEST(Cuda, CompileErrorAndAllocatorReuse) {
   al.free(p, 1 << 20);
   al.free_cache();
   EXPECT_EQ(al.cached_bytes(), 0u);
+}
+
+// a fused kernel reading 12 buffers: the runtime passes them as data0..data12 in index order
+TEST(Cuda, KernelWithManyBuffers) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  auto weighted_sum = [](const std::string& d) {
+    Tensor acc = Tensor::zeros({64}, Opts{dtypes::float32, d, {}});
+    for (int i = 1; i <= 12; i++) acc = acc + Tensor::full({64}, double(i), Opts{dtypes::float32, d, {}}).contiguous().realize() * std::pow(2.0, i);
+    return acc.to("CPU").tolist<float>();
+  };
+  std::vector<float> got = weighted_sum("CUDA");
+  float want = 0;
+  for (int i = 1; i <= 12; i++) want += float(i) * std::pow(2.f, float(i));
+  for (float v : got) ASSERT_EQ(v, want);
 }

@@ -152,6 +152,8 @@ TEST(Jit, TrainingStepMatchesPlainSteps) {
     TinyJit jit(step);
     std::vector<float> losses;
     for (int i = 0; i < steps; i++) {
+      // a learning-rate schedule: the captured kernels read the lr buffer, so replays see the new value
+      opt->lr->assign(Tensor::full({1}, 0.1 * (steps - i) / steps)).realize();
       auto [x, y] = batch(i);
       losses.push_back((jitted ? jit({x, y}) : step({x, y}))[0].item<float>());
     }
@@ -178,22 +180,4 @@ TEST(Jit, RandomNumbersAdvanceOnReplay) {
     EXPECT_EQ(jitted[i], plain[i]) << "draw " << i;
     for (size_t j = 0; j < i; j++) EXPECT_NE(jitted[i], jitted[j]) << "draws " << i << " and " << j;
   }
-}
-
-TEST(Jit, ReplayIsCheaperThanRunning) {
-  // the point of the jit: a replay skips graph building, scheduling and lowering
-  Tensor w = Tensor::ones({4, 4}).contiguous().realize();
-  auto fn = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{((in[0].matmul(w) + 1).relu() * 2).sum(1)}; };
-  TinyJit jit(fn);
-  Tensor x = Tensor::ones({2, 4}).contiguous().realize();
-  for (int i = 0; i < 3; i++) jit({x});
-  auto time_it = [&](auto&& f) {
-    Timing t("", false);
-    for (int i = 0; i < 20; i++) f();
-    return t.elapsed_ms();
-  };
-  for (int i = 0; i < 3; i++) fn({x})[0].realize();
-  double plain_ms = time_it([&] { fn({x})[0].realize(); });
-  double jit_ms = time_it([&] { jit({x}); });
-  EXPECT_LT(jit_ms, plain_ms) << "replay " << jit_ms << " ms vs plain " << plain_ms << " ms for 20 calls";
 }

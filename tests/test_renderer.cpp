@@ -334,6 +334,20 @@ TEST(CUDARenderer, HalfPrefix) {
   EXPECT_NE(src.find("data0[gidx0] = hsqrt(val0);"), std::string::npos) << src;
 }
 
+// The CUDA runtime passes buffers by index and then the variables by name. With 10+ buffers the
+// linearized order puts data10 before data2; the signature must not follow it (wrong gradients on the GPU).
+TEST(CUDARenderer, ParametersInRuntimeOrder) {
+  UOp gidx = special("gidx0", 4), sum = cf(0);
+  for (int64_t i = 1; i <= 11; i++)
+    if (i != 7) sum = sum.alu(BinaryOps::ADD, load(dtypes::float32, glob(i, dtypes::float32), gidx));   // data7 unused
+  UOp n = UOp(Ops::DEFINE_VAR, dtypes::int32, {ci(1), ci(9)}, std::string("n")), a = UOp(Ops::DEFINE_VAR, dtypes::int32, {ci(1), ci(9)}, std::string("a"));
+  sum = sum.alu(BinaryOps::ADD, n.alu(BinaryOps::ADD, a).cast(dtypes::float32));
+  std::string src = CUDARenderer().render("E_4", linearize(sink({store(glob(0, dtypes::float32), gidx, sum)})));
+  std::string want = "E_4(float* data0";
+  for (int i = 1; i <= 11; i++) want += i == 7 ? ", const unsigned char* data7" : ", const float* data" + std::to_string(i);
+  EXPECT_NE(src.find(want + ", const int a, const int n)"), std::string::npos) << src;
+}
+
 TEST(CUDARenderer, GlobalIndexLeavesLocalSizeToRuntime) {
   UOp g0 = glob(0, dtypes::int32), i0 = special("i0", 100);
   RenderedProgram p = to_program(CUDARenderer(), "E_100", linearize(sink({store(g0, i0, i0)})));

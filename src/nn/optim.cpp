@@ -26,8 +26,9 @@ Optimizer::Optimizer(const std::vector<Tensor>& ps, double lr_) {
     else dedup_push(buffers, p);
   }
   if (params.empty()) throw Error("optim: an optimizer needs at least one parameter with requires_grad");
-  // lr lives in a tensor (at least float32) so it can change without recompiling the step
-  lr = Tensor::full({1}, lr_, state_opts(params[0], least_upper_dtype(dtypes::default_float(), dtypes::float32)));
+  // lr lives in a buffer (at least float32) so it can change without recompiling the step; a const
+  // would be folded into the kernels, and a TinyJit replay would keep the captured value
+  lr = Tensor::full({1}, lr_, state_opts(params[0], least_upper_dtype(dtypes::default_float(), dtypes::float32))).contiguous().realize();
 }
 
 void Optimizer::zero_grad() {

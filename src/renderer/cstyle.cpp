@@ -129,6 +129,17 @@ std::vector<CStyleLanguage::KernelParam> CStyleLanguage::kernel_params(const std
       params[where[u->src[0].get()]].is_mutable = true;
     }
   }
+  // Runtimes pass buffers by index, then variable values by name (Program::vars); the linearized
+  // order compares args as strings (data10 before data2), so it can't be the signature's order.
+  auto index = [](const KernelParam& p) { return std::stoll(p.name.substr(4)); };
+  std::stable_sort(params.begin(), params.end(), [&](const KernelParam& a, const KernelParam& b) {
+    if (a.is_buffer != b.is_buffer) return a.is_buffer;
+    return a.is_buffer ? index(a) < index(b) : a.name < b.name;
+  });
+  // a buffer whose loads were all folded away still takes its argument slot
+  for (size_t i = 0; i < params.size() && params[i].is_buffer; i++)
+    if (index(params[i]) != int64_t(i))
+      params.insert(params.begin() + std::ptrdiff_t(i), {"data" + std::to_string(i), dtypes::uint8.ptr_to(), false, true});
   return params;
 }
 
