@@ -77,35 +77,23 @@ void bench_tg(int64_t bs, int steps, int threads) {
   auto opt = nn::optim::Adam(nn::state::get_parameters(model));
   Tensor X = ds.X_train, Y = ds.Y_train;
   // as the example: the batch is gathered inside the step (tinygrad's arange-compare indexing)
-  auto train_step = TinyJit([&](const std::vector<Tensor>&) {
-    Tensor::Train train;
-    opt->zero_grad();
+  auto gather_step = TinyJit([&](const std::vector<Tensor>&) {
     Tensor samples = Tensor::randint({bs}, 0, X.shape()[0]);
-    Tensor loss = model(X[{samples}]).sparse_categorical_crossentropy(Y[{samples}]);
-    loss.backward();
-    opt->step();
-    return std::vector<Tensor>{loss};
+    return std::vector<Tensor>{train_step(model, *opt, X[{samples}], Y[{samples}])};
   });
   // the same step with the batch passed in (gathered outside, not timed): the model's own cost
-  auto model_step = TinyJit([&](const std::vector<Tensor>& in) {
-    Tensor::Train train;
-    opt->zero_grad();
-    Tensor loss = model(in[0]).sparse_categorical_crossentropy(in[1]);
-    loss.backward();
-    opt->step();
-    return std::vector<Tensor>{loss};
-  });
+  auto model_step = TinyJit([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{train_step(model, *opt, in[0], in[1])}; });
   auto t0 = clk::now();
-  float loss0 = train_step({})[0].item<float>();
+  float loss0 = gather_step({})[0].item<float>();
   double first_s = secs(t0);
-  for (int i = 0; i < 2; i++) train_step({})[0].item<float>();   // capture, first replay
+  for (int i = 0; i < 2; i++) gather_step({})[0].item<float>();   // capture, first replay
   std::vector<double> ts;
   float loss = 0;
   int64_t ops = 0, kernels = 0;
   for (int i = 0; i < steps; i++) {
     GlobalCounters::reset();
     auto t = clk::now();
-    loss = train_step({})[0].item<float>();
+    loss = gather_step({})[0].item<float>();
     ts.push_back(secs(t));
     ops = GlobalCounters::global_ops;
     kernels = GlobalCounters::kernel_count;

@@ -51,14 +51,9 @@ int main(int argc, char** argv) {
     }
 
     auto opt = nn::optim::Adam(nn::state::get_parameters(model));
-    auto train_step = TinyJit([&](const std::vector<Tensor>&) {
-      Tensor::Train train;
-      opt->zero_grad();
+    auto jit_step = TinyJit([&](const std::vector<Tensor>&) {
       Tensor samples = Tensor::randint({bs}, 0, ds.X_train.shape()[0]);
-      Tensor loss = model(ds.X_train[{samples}]).sparse_categorical_crossentropy(ds.Y_train[{samples}]);
-      loss.backward();
-      opt->step();
-      return std::vector<Tensor>{loss};
+      return std::vector<Tensor>{train_step(model, *opt, ds.X_train[{samples}], ds.Y_train[{samples}])};
     });
 
     float test_acc = NAN;
@@ -68,7 +63,7 @@ int main(int argc, char** argv) {
       opt->lr->assign(Tensor::full({1}, lr0 * 0.5 * (1 + std::cos(M_PI * double(i) / double(steps))))).realize();
       GlobalCounters::reset();
       Timing t("", false);
-      float loss = train_step({})[0].item<float>();
+      float loss = jit_step({})[0].item<float>();
       double ms = t.elapsed_ms();
       if (i % 10 == 9 || i == steps - 1) test_acc = test_acc_fn({})[0].item<float>();
       int done = int(40 * (i + 1) / steps);

@@ -22,3 +22,13 @@ struct MnistModel : tg::nn::Module {
     l1.collect(p + "l1.", out);
   }
 };
+
+// one training step as beautiful_mnist takes it: forward, sparse categorical cross-entropy, backward, update
+inline tg::Tensor train_step(MnistModel& model, tg::nn::optim::Optimizer& opt, const tg::Tensor& x, const tg::Tensor& y) {
+  tg::Tensor::Train train;
+  opt.zero_grad();
+  tg::Tensor loss = model(x).sparse_categorical_crossentropy(y);
+  loss.backward();
+  opt.step();
+  return loss;
+}

@@ -238,14 +238,7 @@ TEST(CudaTrain, AdamAndTheMnistModelMatchTheCPU) {
     auto opt = nn::optim::SGD(nn::state::get_parameters(m), 0.01);
     Tensor X = Tensor::from<uint8_t>(xs, {32, 1, 28, 28}), Y = Tensor::from<uint8_t>(ys, {32});
     std::vector<float> losses;
-    for (int i = 0; i < 3; i++) {
-      Tensor::Train train;
-      opt->zero_grad();
-      Tensor loss = m(X).sparse_categorical_crossentropy(Y);
-      loss.backward();
-      opt->step();
-      losses.push_back(loss.to("CPU").item<float>());
-    }
+    for (int i = 0; i < 3; i++) losses.push_back(train_step(m, *opt, X, Y).to("CPU").item<float>());
     unsetenv("DEVICE");
     return std::make_pair(losses, m.l1.weight.to("CPU").tolist<float>());
   };
