@@ -170,15 +170,24 @@ std::optional<int64_t> stride_of(const Kernel& k, size_t i, int64_t axis) { retu
 
 // An output axis where every buffer is contiguous (stride 1) or broadcast (stride 0), the output
 // contiguous: upcast there, loads and stores of consecutive lanes become vector loads and stores.
+// Failing that, a kernel with a long reduce (64+) may store strided along it: it stores once per
+// output after the loop, so split stores cost little next to the vector loads and FMAs inside it
+// (with a short reduce, scattered stores into a large output were 3.5x slower: conv input grads).
 std::optional<int64_t> cpu_vector_axis(const Kernel& k) {
-  for (int64_t axis = k.first_reduce() - 1; axis >= 0; axis--) {
-    if (k.full_shape()[axis] < 2 || stride_of(k, 0, axis) != 1) continue;
-    bool ok = true;
-    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
-      auto st = stride_of(k, i, axis);
-      ok = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, axis);
+  const bool long_reduce = k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64;
+  for (bool strided_store : {false, true}) {
+    if (strided_store && !long_reduce) break;
+    for (int64_t axis = k.first_reduce() - 1; axis >= 0; axis--) {
+      // an odd axis (a 3x3 window's kx) can't be split into lanes and would only block the register tile
+      if (k.full_shape()[axis] % 2 != 0 || !stride_of(k, 0, axis) || (!strided_store && stride_of(k, 0, axis) != 1)) continue;
+      bool ok = true, unit = !strided_store;
+      for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+        auto st = stride_of(k, i, axis);
+        ok = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, axis);
+        unit = unit || st == 1;
+      }
+      if (ok && unit) return axis;
     }
-    if (ok) return axis;
   }
   return std::nullopt;
 }
@@ -245,8 +254,9 @@ void cpu_optimizations(Kernel& k) {
       auto st = stride_of(k, i, raxis);
       contiguous = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, raxis);
     }
-    if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
-    else if (!vaxis && contiguous && lanes > 1 && s % lanes == 0 && up * lanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), lanes});
+    const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {lanes, 8, 4}) : 1;
+    if (vlanes > 1 && up * vlanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
+    else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
   }
   if (k.upcasted == 0 && k.first_reduce() == k.first_upcast() && k.first_reduce() > 0 && k.full_unupcasted_shape().back() % 4 == 0)
     k.apply_opt({OptOps::UPCAST, static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1, 4});
