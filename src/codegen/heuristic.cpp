@@ -225,7 +225,7 @@ void cpu_optimizations(Kernel& k) {
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
       if (reuses(axis) && largest_divisor(k.full_shape()[axis], {8, 4, 3}) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());
-  const int64_t len_before = k.shape_len();
+  const int64_t fr_before = k.first_reduce();
   if (vaxis) {
     // a short axis is upcast whole (20 = 4 x 5: a vector of 16 and one of 4 per row)
     const int64_t size = k.full_shape()[*vaxis], amt = largest_divisor(size, {lanes, lanes / 2, 4, 2});
@@ -241,7 +241,7 @@ void cpu_optimizations(Kernel& k) {
   }
   if (!choices.empty()) {
     int64_t axis = std::get<1>(choices[0]);
-    if (k.shape_len() < len_before && axis > *vaxis) axis -= 1;   // the vector axis was upcast whole and dropped
+    if (k.first_reduce() < fr_before && axis > *vaxis) axis -= 1;   // the vector axis was upcast whole and dropped
     k.apply_opt({OptOps::UPCAST, axis, largest_divisor(k.full_shape()[axis], {8, 4, 3})});
   }
   // small reduce loops are unrolled (conv windows); a long one over contiguous memory, when the
