@@ -340,3 +340,16 @@ TEST_F(Runtime, DiskBufferWritesANewFile) {
   EXPECT_EQ(disk, (std::vector<float>{1, 2, 30, 40}));
   unlink(path.c_str());
 }
+
+// the C renderer's half type follows the compiler: gcc has no __fp16 on x86 ("unknown type name")
+TEST(CpuDevice, HalfTypeFollowsTheCompiler) {
+  Compiled& cpu = get_device("CPU");
+  const char* old = std::getenv("CC");
+  std::string saved = old ? old : "";
+  setenv("CC", "ccache clang", 1);
+  EXPECT_EQ(cpu.c_half_type(), "__fp16");
+  setenv("CC", "gcc", 1);
+  EXPECT_EQ(cpu.c_half_type(), "_Float16");
+  if (old) setenv("CC", saved.c_str(), 1);
+  else unsetenv("CC");
+}

@@ -103,18 +103,21 @@ LazyBufferPtr LazyBuffer::from_buffer(std::shared_ptr<Buffer> buf, const Shape& 
 LazyBuffer::~LazyBuffer() {
   if (buffer) buffer->ref(-1);
   // Release sources through a queue: dropping a long unrealized chain must not recurse once per node.
-  thread_local std::vector<LazyBufferPtr> pending;
-  thread_local bool draining = false;
+  // The outermost destructor owns the queue on its stack; a thread_local vector would be destroyed
+  // before LazyBuffers held by statics (use-after-free at exit, found by ASan).
+  thread_local std::vector<LazyBufferPtr>* draining = nullptr;
+  std::vector<LazyBufferPtr> queue;
+  std::vector<LazyBufferPtr>& pending = draining ? *draining : queue;
   for (auto& s : srcs) pending.push_back(std::move(s));
   if (base_) pending.push_back(std::move(base_));
   if (draining) return;
-  draining = true;
-  while (!pending.empty()) {
-    LazyBufferPtr p = std::move(pending.back());
-    pending.pop_back();
+  draining = &queue;
+  while (!queue.empty()) {
+    LazyBufferPtr p = std::move(queue.back());
+    queue.pop_back();
     p.reset();
   }
-  draining = false;
+  draining = nullptr;
 }
 
 const std::shared_ptr<Buffer>& LazyBuffer::ensure_buffer() {

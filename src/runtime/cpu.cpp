@@ -221,6 +221,12 @@ class CPUDevice : public Compiled {
     return std::make_unique<CPUProgram>(fn_name, lib);
   }
   std::string renderer_kind() const override { return "C"; }
+  // gcc has no __fp16 on x86; clang's __fp16 computes in float, as tinygrad's CLANG device does
+  std::string c_half_type() const override {
+    for (const std::string& w : ClangCompiler::cc())
+      if (w.find("clang") != std::string::npos) return "__fp16";
+    return "_Float16";
+  }
 
  private:
   MallocAllocator alloc_;

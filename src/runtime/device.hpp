@@ -67,6 +67,7 @@ class Compiled {
   virtual void synchronize() {}
   virtual std::string renderer_kind() const { return ""; }   // "C", "CUDA"; "" can't run kernels
   virtual std::string arch() const { return ""; }            // "sm_90" on CUDA
+  virtual std::string c_half_type() const { return ""; }     // CPU: "__fp16" with clang, "_Float16" with gcc
 };
 
 Compiled& get_device(const std::string& name);   // unknown or absent -> tg::Error listing the known devices
