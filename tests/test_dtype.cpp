@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <cmath>
+#include <cstring>
 
 #include "tg/tg.hpp"
 
@@ -100,4 +101,24 @@ TEST(Helpers, ContextOverridesEnv) {
   EXPECT_EQ(tg::getenv("TG_TEST_VAR_XYZ", 7), 7);
   Context bad(std::map<std::string, std::string>{{"TG_TEST_VAR_XYZ", "abc"}});
   EXPECT_THROW(tg::getenv("TG_TEST_VAR_XYZ"), Error);
+}
+
+// bfloat16 on the CPU (no __bf16 arithmetic in clang 14 / gcc 12 on x86): casts go through the bits,
+// float -> bfloat16 rounds to nearest even, keeps inf and NaN; bfloat16 -> float is exact
+TEST(DType, BFloat16CastsOnTheCpu) {
+  std::vector<float> xs{1.5f, 2.25f, -3.f, 1.00390625f, 1.01171875f, INFINITY, -INFINITY, NAN, 3.4e38f, 1e-40f, 0.1f};
+  Tensor b = Tensor::from<float>(xs, {11}, Opts{{}, "CPU", {}}).cast(dtypes::bfloat16);
+  EXPECT_EQ(b.dtype(), dtypes::bfloat16);
+  std::vector<uint16_t> want{0x3fc0, 0x4010, 0xc040, 0x3f80, 0x3f82, 0x7f80, 0xff80, 0x7fc0, 0x7f80, 0x0001, 0x3dcd};
+  EXPECT_EQ(b.bitcast(dtypes::uint16).tolist<uint16_t>(), want);
+  std::vector<float> back = (b.cast(dtypes::float32) * 2).tolist<float>();
+  for (size_t i = 0; i < want.size(); i++) {
+    uint32_t bits = uint32_t(want[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (std::isnan(f)) EXPECT_TRUE(std::isnan(back[i]));
+    else EXPECT_EQ(back[i], f * 2) << i;
+  }
+  // to other dtypes as well, through float32
+  EXPECT_EQ(b.shrink({{0, 3}}).cast(dtypes::int32).tolist<int32_t>(), (std::vector<int32_t>{1, 2, -3}));
 }

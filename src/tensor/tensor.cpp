@@ -211,7 +211,21 @@ Tensor Tensor::to(const std::string& device) const {
   ret.d_->ctx = d_->ctx;
   return ret;
 }
-Tensor Tensor::cast(DType dt) const { return dtype() == dt ? *this : apply<F::Cast>({*this}, dt, false); }
+// clang 14 and gcc 12 have no bfloat16 arithmetic on x86 ("__bf16 is not supported on this target"),
+// so on the CPU a cast from or to bfloat16 goes through the bits: they are the top half of a float32.
+Tensor Tensor::cast(DType dt) const {
+  if (dtype() == dt) return *this;
+  const bool bf16_on_cpu = (dtype() == dtypes::bfloat16 || dt == dtypes::bfloat16) && device() == "CPU" && !requires_grad();
+  if (bf16_on_cpu && dtype() == dtypes::bfloat16)
+    return bitcast(dtypes::uint16).cast(dtypes::uint32).lshift(16).bitcast(dtypes::float32).cast(dt);
+  if (bf16_on_cpu) {
+    Tensor u = cast(dtypes::float32).bitcast(dtypes::uint32);
+    Tensor nearest_even = (u + ((u.rshift(16) & 1) + 0x7FFF)).rshift(16);   // overflow to inf is the right rounding
+    Tensor bits = (u & 0x7FFFFFFF).gt(0x7F800000).where(0x7FC0, nearest_even);   // NaN stays a (quiet) NaN
+    return bits.cast(dtypes::uint16).bitcast(dtypes::bfloat16);
+  }
+  return apply<F::Cast>({*this}, dt, false);
+}
 Tensor Tensor::bitcast(DType dt) const {
   if (requires_grad()) throw Error("bitcast: can't backprop through bitcast; detach() the tensor first");
   if (dtype() == dt) return *this;
