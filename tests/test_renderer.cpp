@@ -300,7 +300,7 @@ TEST(CUDARenderer, SpecialIndexedKernel) {
   EXPECT_EQ(p.global_size, (std::vector<int64_t>{4, 1, 1}));
   EXPECT_EQ(p.local_size, (std::vector<int64_t>{32, 1, 1}));
   EXPECT_EQ(p.device, "CUDA");
-  EXPECT_EQ(ren.tensor_cores.size(), 2u);
+  EXPECT_EQ(ren.tensor_cores.size(), 3u);
   EXPECT_TRUE(CUDARenderer("sm_75").tensor_cores.empty());
 }
 

@@ -266,6 +266,8 @@ void cpu_optimizations(Kernel& k) {
 
 Kernel& Kernel::hand_coded_optimizations() {
   required_optimizations();
+  // tensor cores first (TC=0 turns them off), as 0.9.2's get_kernel
+  if (applied_opts.empty() && apply_tensor_cores(getenv("TC", 1))) return *this;
   if (!opts->has_local && getenv("CPU_HEURISTIC", 1)) {
     cpu_optimizations(*this);
     return *this;

@@ -399,10 +399,15 @@ std::string make_cuda_dtype(const CStyleLanguage& r, DType dt) {
          vec + " make_" + vec + "(" + join(header, ", ") + ") { " + vec + " r={" + join(elems, ", ") + "}; return r; }";
 }
 
-// m16n8k16 mma.sync: A is 8 halves (4 regs), B 4 halves (2 regs), C/D 4 floats
+// m16n8k16 mma.sync: A is 8 halves (4 regs), B 4 halves (2 regs), C/D 4 floats, or 4 halves packed in 2 regs
 std::string cuda_wmma_helper(const CStyleLanguage& r, const WMMAArg& w) {
   auto ptx = [](DType d) { return d == dtypes::float32 ? "f32" : d == dtypes::half ? "f16" : "bf16"; };
   std::string ti = r.render_dtype(w.dtype_in), to = r.render_dtype(w.dtype_out), ci = ptx(w.dtype_in), co = ptx(w.dtype_out);
+  if (w.dtype_out == dtypes::half)
+    return "__device__ half4 __" + w.name + "(" + ti + "8 a, " + ti + "4 b, half4 c) { int *a_pk = (int *) (&a), *b_pk = (int *) (&b), *c_pk = (int *) (&c);\n" +
+           "asm( \"mma.sync.aligned.m16n8k16.row.col.f16." + ci + "." + ci + ".f16 { %0, %1 }, { %2, %3, %4, %5 }, { %6, %7 }, { %0, %1 };\"\n" +
+           "  : \"+r\"(c_pk[0]), \"+r\"(c_pk[1]) : \"r\"(a_pk[0]), \"r\"(a_pk[1]), \"r\"(a_pk[2]), \"r\"(a_pk[3]), "
+           "\"r\"(b_pk[0]), \"r\"(b_pk[1]) );\nreturn c;}";
   return "__device__ " + to + "4 __" + w.name + "(" + ti + "8 a, " + ti + "4 b, " + to + "4 c) { int *a_pk = (int *) (&a), *b_pk = (int *) (&b);\n" +
          "asm( \"mma.sync.aligned.m16n8k16.row.col." + co + "." + ci + "." + ci + "." + co +
          " { %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };\"\n" +
@@ -417,9 +422,10 @@ CUDARenderer::CUDARenderer(const std::string& arch) {
   local_max = {1024, 1024, 64};
   shared_max = 49152;
   int sm = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
+  // m16n8k16: half and bfloat16 into float (as 0.9.2), and half into half (a half sum without a float accumulator)
   if (sm >= 80)
-    for (DType di : {dtypes::half, dtypes::bfloat16})
-      tensor_cores.push_back({{8, 16, 16}, di, dtypes::float32, {{0, 2}, {0, 2}, {1, 2}, {1, 2}, {1, 2}}});
+    for (auto [di, dout] : {std::pair{dtypes::half, dtypes::float32}, std::pair{dtypes::bfloat16, dtypes::float32}, std::pair{dtypes::half, dtypes::half}})
+      tensor_cores.push_back({{8, 16, 16}, di, dout, {{0, 2}, {0, 2}, {1, 2}, {1, 2}, {1, 2}}});
   kernel_prefix = "extern \"C\" __global__ ";
   smem_prefix = "__shared__ ";
   smem_prefix_for_cast = false;
