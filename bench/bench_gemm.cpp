@@ -48,7 +48,7 @@ ExecItem lower_last_kernel(const Tensor& t, std::vector<ScheduleItem>& rest) {
 
 void run_case(const Case& c, int reps) {
   const std::string dev = "CUDA";
-  Tensor out;
+  std::optional<Tensor> out;
   double flops = 0;
   if (c.kind == "gemm") {
     Tensor a = Tensor::randn({c.m, c.k}, {.device = dev}).cast(c.dt).realize();
@@ -63,7 +63,7 @@ void run_case(const Case& c, int reps) {
     flops = 2.0 * c.m * c.n * 14 * 14 * c.k * 9;
   }
   std::vector<ScheduleItem> before;
-  ExecItem ei = lower_last_kernel(out, before);
+  ExecItem ei = lower_last_kernel(*out, before);
   run_schedule(before);   // any input kernels (conv's padding view is fused; a cast may not be)
   auto* cr = dynamic_cast<CompiledRunner*>(ei.prg.get());
   std::vector<double> ts;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <unistd.h>
 
 #include "codegen/kernel.hpp"
 #include "engine/schedule.hpp"
@@ -209,6 +210,139 @@ TEST(TensorCores, PTXHasMmaSync) {
       ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << " " << arch << "\n" << ptx << "\n" << src;
       EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k16.row.col"), 1u) << c.what << " " << arch;
     }
+  }
+}
+
+// ---------------------------------------------------------------- the warp layout, emulated on the CPU
+// The rendered CUDA kernel is compiled as C++ with one std::thread per CUDA thread; the mma helper is replaced
+// by a warp-wide emulation of mma.m16n8k16 that gathers every lane's fragments by the PTX ISA's layout
+// ("Matrix Fragments for mma.m16n8k16"). half is float here and the inputs are small integers, so the
+// result must equal the reference exactly: any mistake in fix_st, the lane order or the expander shows up.
+
+namespace {
+const char* kEmuShim = R"(
+#include <barrier>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__ static
+#define __launch_bounds__(x)
+#define __align__(x) alignas(x)
+#define __int_as_float(x) 0.0f
+struct emu_dim3 { int x, y, z; };
+static thread_local emu_dim3 threadIdx, blockIdx;
+typedef float half;
+struct float4 { float x, y, z, w; };
+static float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+struct emu_warp { std::barrier<>* bar; float a[32][8], b[32][4], c[32][4]; };
+static thread_local emu_warp* emu_w;
+static thread_local int emu_lane;
+)";
+// after the kernel's own half4/half8 structs
+const char* kEmuMma = R"(
+static float4 emu_mma(const half8& a8, const half4& b4, float4 c4) {
+  emu_warp& w = *emu_w;
+  const float* a = &a8.x; const float* b = &b4.x; float* c = &c4.x;
+  for (int i = 0; i < 8; i++) w.a[emu_lane][i] = a[i];
+  for (int i = 0; i < 4; i++) w.b[emu_lane][i] = b[i], w.c[emu_lane][i] = c[i];
+  w.bar->arrive_and_wait();
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    int g = l >> 2, t = l % 4;
+    for (int i = 0; i < 8; i++) A[g + 8 * ((i / 2) % 2)][2 * t + (i % 2) + 8 * (i / 4)] = w.a[l][i];
+    for (int i = 0; i < 4; i++) B[2 * t + (i % 2) + 8 * (i / 2)][g] = w.b[l][i];
+    for (int i = 0; i < 4; i++) C[g + 8 * (i / 2)][2 * t + (i % 2)] = w.c[l][i];
+  }
+  w.bar->arrive_and_wait();
+  int g = emu_lane >> 2, t = emu_lane % 4;
+  float4 d;
+  float* dp = &d.x;
+  for (int i = 0; i < 4; i++) {
+    int r = g + 8 * (i / 2), col = 2 * t + (i % 2);
+    float s = C[r][col];
+    for (int k = 0; k < 16; k++) s += A[r][k] * B[k][col];
+    dp[i] = s;
+  }
+  return d;
+}
+)";
+// runs the kernel over the grid, one warp (32 threads) at a time
+const char* kEmuLaunch = R"(
+extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
+  const int nthreads = l[0] * l[1] * l[2];
+  for (int gz = 0; gz < g[2]; gz++) for (int gy = 0; gy < g[1]; gy++) for (int gx = 0; gx < g[0]; gx++)
+    for (int w0 = 0; w0 < nthreads; w0 += 32) {
+      std::barrier<> bar(32);
+      emu_warp warp{&bar, {}, {}, {}};
+      std::vector<std::thread> ts;
+      for (int lane = 0; lane < 32; lane++)
+        ts.emplace_back([&, lane] {
+          int tid = w0 + lane;
+          threadIdx = {tid % l[0], (tid / l[0]) % l[1], tid / (l[0] * l[1])};
+          blockIdx = {gx, gy, gz};
+          emu_w = &warp; emu_lane = lane;
+          EMU_KERNEL((float*)bufs[0], (const float*)bufs[1], (const float*)bufs[2]);
+        });
+      for (auto& t : ts) t.join();
+    }
+}
+)";
+
+// the kernel's source with the mma helper swapped for the emulation; empty when the layout isn't the expected one
+std::string emulated_source(const RenderedProgram& p) {
+  std::string src = p.src;
+  const size_t a = src.find("__device__ float4 __WMMA_8_16_16_half_float("), b = src.find("return c;}", a);
+  if (a == std::string::npos || b == std::string::npos) return "";
+  src.replace(a, b + 10 - a, std::string(kEmuMma) + "static float4 __WMMA_8_16_16_half_float(half8 a, half4 b, float4 c) { return emu_mma(a, b, c); }");
+  const size_t inc = src.find("#include <cuda_fp16.h>");
+  if (inc != std::string::npos) src.erase(inc, std::string("#include <cuda_fp16.h>").size());
+  return std::string(kEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n" + kEmuLaunch;
+}
+}  // namespace
+
+TEST(TensorCores, WarpLayoutEmulated) {
+  if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
+  std::mt19937 rng(7);
+  struct Shp { int64_t m, k, n; std::vector<Opt> extra; };
+  // the hand-coded TC opts, and a few extra ones a BEAM search could add after the TC opt
+  std::vector<Shp> shapes = {{64, 64, 32, {}}, {32, 48, 64, {}}, {128, 32, 64, {}},
+                             {64, 64, 64, {{OptOps::UPCAST, 0, 2}}}, {64, 64, 64, {{OptOps::UNROLL, 0, 2}}},
+                             {64, 64, 64, {{OptOps::LOCAL, 0, 2}}}};
+  int idx = 0;
+  for (const Shp& sh : shapes) {
+    SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" + std::to_string(sh.n) + " case " + std::to_string(idx));
+    Kernel k(gemm_ast(sh.m, sh.k, sh.n, dtypes::half, dtypes::float32, dtypes::float32), sm80());
+    if (sh.extra.empty()) k.hand_coded_optimizations();
+    else ASSERT_TRUE(k.apply_tensor_cores(1, sh.extra));
+    ASSERT_TRUE(k.tensor_core);
+    const RenderedProgram p = k.to_program();
+    const std::string src = emulated_source(p);
+    ASSERT_FALSE(src.empty()) << p.src;
+    const std::string base = testing::TempDir() + "tg_emu_" + std::to_string(getpid()) + "_" + std::to_string(idx++);
+    { FILE* f = std::fopen((base + ".cpp").c_str(), "w"); std::fputs(src.c_str(), f); std::fclose(f); }
+    const std::string cmd = "c++ -std=c++20 -O1 -shared -fPIC -w -o " + base + ".so " + base + ".cpp -lpthread";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << src;
+    void* h = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h) << dlerror();
+    auto launch = reinterpret_cast<void (*)(void**, const int*, const int*)>(dlsym(h, "emu_launch"));
+    ASSERT_TRUE(launch);
+    std::vector<float> A(sh.m * sh.k), B(sh.k * sh.n), C(sh.m * sh.n, NAN), ref(sh.m * sh.n, 0.0f);
+    std::uniform_int_distribution<int> d(-3, 3);
+    for (float& x : A) x = static_cast<float>(d(rng));
+    for (float& x : B) x = static_cast<float>(d(rng));
+    for (int64_t i = 0; i < sh.m; i++)
+      for (int64_t j = 0; j < sh.n; j++)
+        for (int64_t kk = 0; kk < sh.k; kk++) ref[i * sh.n + j] += A[i * sh.k + kk] * B[kk * sh.n + j];
+    void* bufs[3] = {C.data(), A.data(), B.data()};
+    int g[3], l[3];
+    for (int i = 0; i < 3; i++) g[i] = static_cast<int>(p.global_size[i]), l[i] = static_cast<int>(p.local_size[i]);
+    launch(bufs, g, l);
+    int bad = 0;
+    for (size_t i = 0; i < C.size(); i++) bad += !(C[i] == ref[i]);
+    EXPECT_EQ(bad, 0) << "first: " << C[0] << " vs " << ref[0] << "\n" << p.src;
+    dlclose(h);
+    std::remove((base + ".cpp").c_str());
+    std::remove((base + ".so").c_str());
   }
 }
 
