@@ -200,11 +200,14 @@ TEST(TensorCores, PTXHasMmaSync) {
       {"batched + bias + relu",
        last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu())},
   };
+  for (int pair = 0; pair < 2; pair++)
   for (const Case& c : cases) {
+    Context pl({{"TC_PAIR_LOADS", pair}});
     Kernel k(c.ast, sm80());
     k.hand_coded_optimizations();
     ASSERT_TRUE(k.tensor_core) << c.what;
     const std::string src = k.to_program().src;
+    if (pair) EXPECT_NE(src.find(c.ast == cases[1].ast ? "nv_bfloat162 val" : "half2 val"), std::string::npos) << c.what << "\n" << src;
     for (const char* arch : {"sm_80", "sm_90a"}) {
       const std::string ptx = nvrtc().to_ptx(src, arch);
       ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << " " << arch << "\n" << ptx << "\n" << src;
@@ -233,6 +236,7 @@ struct emu_dim3 { int x, y, z; };
 static thread_local emu_dim3 threadIdx, blockIdx;
 typedef float half;
 struct float4 { float x, y, z, w; };
+struct half2 { float x, y; };
 static float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 struct emu_warp { std::barrier<>* bar; float a[32][8], b[32][4], c[32][4]; };
 static thread_local emu_warp* emu_w;
@@ -309,7 +313,9 @@ TEST(TensorCores, WarpLayoutEmulated) {
                              {64, 64, 64, {{OptOps::UPCAST, 0, 2}}}, {64, 64, 64, {{OptOps::UNROLL, 0, 2}}},
                              {64, 64, 64, {{OptOps::LOCAL, 0, 2}}}};
   int idx = 0;
+  for (int pair = 0; pair < 2; pair++)
   for (const Shp& sh : shapes) {
+    Context pl({{"TC_PAIR_LOADS", pair}});   // and with the A operand's lanes loaded in pairs
     SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" + std::to_string(sh.n) + " case " + std::to_string(idx));
     Kernel k(gemm_ast(sh.m, sh.k, sh.n, dtypes::half, dtypes::float32, dtypes::float32), sm80());
     if (sh.extra.empty()) k.hand_coded_optimizations();

@@ -266,8 +266,11 @@ void cpu_optimizations(Kernel& k) {
 
 Kernel& Kernel::hand_coded_optimizations() {
   required_optimizations();
-  // tensor cores first (TC=0 turns them off), as 0.9.2's get_kernel
-  if (applied_opts.empty() && apply_tensor_cores(getenv("TC", 1))) return *this;
+  // tensor cores first (TC=0 turns them off), as 0.9.2's get_kernel; unlike 0.9.2 every (N, M, K) axis choice
+  // is tried, not only the last one (a conv's last reduce axis is its 3-wide kernel, the first its channels)
+  if (applied_opts.empty())
+    for (int64_t axis = 0; axis < 9; axis++)
+      if (apply_tensor_cores(getenv("TC", 1), std::nullopt, axis)) return *this;
   if (!opts->has_local && getenv("CPU_HEURISTIC", 1)) {
     cpu_optimizations(*this);
     return *this;

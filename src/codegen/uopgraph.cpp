@@ -243,6 +243,41 @@ O reduce_before_expand(const UOp& reduce) {
   return UOp(Ops::EXPAND, reduce->dtype, lanes, ex->arg);
 }
 
+// A tensor core operand gathered from global memory: two lanes at consecutive, even element offsets of one
+// buffer become one 4-byte (half2 / nv_bfloat162) load. The A fragment's lane pairs are consecutive along K.
+// Off unless TC_PAIR_LOADS=1: a buffer view at an odd element offset (a realized shrink) would make the
+// 4-byte load misaligned, and the kernel can't see the offset.
+std::pair<UOp, int64_t> base_and_offset(const UOp& idx) {
+  if (is_op(idx, Ops::ALU) && idx->is<BinaryOps>() && idx->as<BinaryOps>() == BinaryOps::ADD && is_op(idx->src[1], Ops::CONST))
+    return {idx->src[0], const_to_int(idx->src[1].const_value())};
+  if (is_op(idx, Ops::CONST)) return {UOp::const_(idx->dtype, int64_t{0}), const_to_int(idx.const_value())};
+  return {idx, 0};
+}
+O pair_operand_loads(const UOp& v) {
+  if (!is_op(v, Ops::VECTORIZE) || v->dtype.count % 2 != 0) return std::nullopt;
+  const DType sc = v->dtype.scalar();
+  if (sc != dtypes::half && sc != dtypes::bfloat16) return std::nullopt;
+  std::vector<UOp> lanes = v->src;
+  bool changed = false;
+  for (size_t i = 0; i + 1 < lanes.size(); i += 2) {
+    const UOp &l0 = lanes[i], &l1 = lanes[i + 1];
+    if (!is_op(l0, Ops::LOAD) || !is_op(l1, Ops::LOAD) || l0->src.size() != 2 || l1->src.size() != 2 || l0->src[0] != l1->src[0])
+      continue;
+    auto [b0, c0] = base_and_offset(l0->src[1]);
+    auto [b1, c1] = base_and_offset(l1->src[1]);
+    if (b0 != b1 || c1 != c0 + 1 || c0 % 2 != 0 || b0.const_factor() % 2 != 0) continue;
+    UOp pair(Ops::LOAD, sc.vec(2), {l0->src[0], l0->src[1]});
+    lanes[i] = pair.gep(0), lanes[i + 1] = pair.gep(1), changed = true;
+  }
+  return changed ? O(UOp(Ops::VECTORIZE, v->dtype, lanes)) : std::nullopt;
+}
+O wmma_pair_loads(const UOp& w) {
+  if (getenv("TC_PAIR_LOADS", 0) == 0) return std::nullopt;
+  O a = pair_operand_loads(w->src[0]), b = pair_operand_loads(w->src[1]);
+  if (!a && !b) return std::nullopt;
+  return UOp(Ops::WMMA, w->dtype, {a ? *a : w->src[0], b ? *b : w->src[1], w->src[2]}, w->arg);
+}
+
 // ---------------------------------------------------------------- reducer
 BinaryOps reduce_alu(const Arg& a) {
   if (auto r = std::get_if<ReduceOps>(&a)) {
@@ -407,6 +442,7 @@ const PatternMatcher& reducer() {
     {UPat(Ops::REDUCE), [](const Match& m) { return do_reduce(*m.root); }},
     {UPat({Ops::ALU, Ops::CAST, Ops::BITCAST}), [](const Match& m) { return no_vectorized_alu(*m.root); }},   // no vector ALU
     {UPat(Ops::STORE), [](const Match& m) { return delete_redundant_gates(*m.root); }},
+    {UPat(Ops::WMMA), [](const Match& m) { return wmma_pair_loads(*m.root); }},
   });
   return pm;
 }
