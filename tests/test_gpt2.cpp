@@ -138,6 +138,8 @@ TEST(Gpt2Cache, ContextOverflowIsAnError) {
   next = g.step(next);
   EXPECT_THROW(g.step(next), tg::Error);
   EXPECT_THROW(gpt2::Generator(m, 33, 0), tg::Error);   // beyond n_positions
+  gpt2::Generator g2(m, 8, 0);
+  EXPECT_THROW(g2.prompt({{1, 128}}), tg::Error);   // token id beyond the vocabulary
   EXPECT_THROW(m(Tensor::from(std::vector<int32_t>(33, 1), {1, 33}, Opts{tg::dtypes::int32})), tg::Error);
 }
 

@@ -14,10 +14,14 @@ Tensor last_logits(const Tensor& logits) {   // (B, T, V) -> (B, V)
   int64_t B = logits.shape()[0], T = logits.shape()[1], V = logits.shape()[2];
   return logits.shrink({{0, B}, {T - 1, T}, {0, V}}).reshape({B, V});
 }
-Tensor token_tensor(const std::vector<std::vector<int>>& rows, const std::string& device) {
+// an id outside the vocabulary would embed as zeros (one-hot lookup), so it is refused here
+Tensor token_tensor(const std::vector<std::vector<int>>& rows, const std::string& device, int64_t vocab) {
   std::vector<int32_t> flat;
   for (auto& r : rows) {
     if (r.size() != rows[0].size()) throw tg::Error("gpt2: every batch row must have the same number of tokens");
+    for (int t : r)
+      if (t < 0 || t >= vocab)
+        throw tg::Error("gpt2: token id " + std::to_string(t) + " is outside the model's vocabulary (0.." + std::to_string(vocab - 1) + ")");
     flat.insert(flat.end(), r.begin(), r.end());
   }
   return Tensor::from(flat, {int64_t(rows.size()), int64_t(rows[0].size())}, Opts{tg::dtypes::int32, device, false});
@@ -39,7 +43,7 @@ std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
   model_.reset_cache();
   jit_.reset();
   pos_ = 0;
-  Tensor logits = model_(token_tensor(rows, device_), StartPos{0, {}}, max_context_);
+  Tensor logits = model_(token_tensor(rows, device_, model_.cfg.vocab_size), StartPos{0, {}}, max_context_);
   pos_ = int64_t(rows[0].size());
   return sample(last_logits(logits), temperature_).tolist<int32_t>();
 }
@@ -49,7 +53,7 @@ std::vector<int> Generator::step(const std::vector<int>& tokens) {
     throw tg::Error("gpt2: the context of " + std::to_string(max_context_) + " tokens is full; raise max_context");
   std::vector<std::vector<int>> rows;
   for (int t : tokens) rows.push_back({t});
-  Tensor tok = token_tensor(rows, device_);
+  Tensor tok = token_tensor(rows, device_, model_.cfg.vocab_size);
   Tensor p = Tensor::from(std::vector<int32_t>{int32_t(pos_)}, {1}, Opts{tg::dtypes::int32, device_, false});
   Tensor next = use_jit_ ? jit_({tok, p})[0] : sample(last_logits(model_(tok, StartPos{0, p}, max_context_)), temperature_);
   pos_++;
@@ -59,7 +63,7 @@ std::vector<int> Generator::step(const std::vector<int>& tokens) {
 std::vector<std::vector<int>> generate_uncached(Transformer& model, std::vector<std::vector<int>> rows, int64_t count, double temperature) {
   std::string dev = model.wte.weight.device();
   for (int64_t i = 0; i < count; i++) {
-    Tensor logits = model(token_tensor(rows, dev));
+    Tensor logits = model(token_tensor(rows, dev, model.cfg.vocab_size));
     std::vector<int> next = sample(last_logits(logits), temperature).tolist<int32_t>();
     for (size_t b = 0; b < rows.size(); b++) rows[b].push_back(next[b]);
   }
