@@ -89,7 +89,7 @@ void load_checkpoint(Transformer& model, const std::string& file, const std::str
     used.insert(k);
     Tensor m = v.to(device);
     if (m.dtype() != t->dtype()) m = m.cast(t->dtype());
-    *t = m.contiguous();
+    *t = Transformer::place(k, m);
     loaded.push_back(*t);
   }
   for (auto& [k, t] : sd)

@@ -110,12 +110,18 @@ void Transformer::reset_cache() {
   for (auto& b : h) b.attn.cache_kv.reset();
 }
 
+Tensor Transformer::place(const std::string& key, const Tensor& t) {
+  auto ends = [&](const std::string& s) { return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0; };
+  if (ends(".c_attn.weight") || ends(".c_proj.weight") || ends(".c_fc.weight")) return t.T().contiguous().T();
+  return t.contiguous();
+}
+
 void Transformer::to(const std::string& device, tg::DType dtype) {
   std::vector<Tensor> all;
   for (auto& [k, t] : named_tensors()) {
     Tensor m = t->to(device);
     if (m.dtype() != dtype) m = m.cast(dtype);
-    *t = m.contiguous();
+    *t = place(k, m);
     all.push_back(*t);
   }
   Tensor first = all[0];
