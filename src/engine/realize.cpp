@@ -86,7 +86,7 @@ CompiledRunner::CompiledRunner(RenderedProgram p_, std::optional<std::string> pr
       throw Error(std::string(e.what()) + "\n  the generated source is saved to " + path);
     }
   }
-  if (debug() >= 6) std::cout << disassemble(dev.renderer_kind(), lib) << std::endl;
+  if (debug() >= 6) std::cout << disassemble(dev.renderer_kind(), lib, p.function_name) << std::endl;
   clprg = dev.runtime(p.function_name, lib);
   // p.mem_estimate is what the uops load and store (tinygrad's lds_estimate); get_runner sets the
   // buffers' bytes as mem_estimate

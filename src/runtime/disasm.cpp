@@ -32,11 +32,18 @@ std::string run_on(const std::vector<std::string>& argv_head, const std::string&
 }
 }  // namespace
 
-std::string disassemble(const std::string& renderer_kind, const std::string& lib) {
+std::string disassemble(const std::string& renderer_kind, const std::string& lib, const std::string& function) {
   if (renderer_kind == "C") {
     auto objdump = find_tool("objdump");
     if (!objdump) return "DEBUG=6: objdump not found (Debian: binutils), disassembly skipped";
-    return run_on({*objdump, "-d", "--no-show-raw-insn", "-j", ".text"}, lib, ".so");
+    if (function.empty()) return run_on({*objdump, "-d", "--no-show-raw-insn", "-j", ".text"}, lib, ".so");
+    // the kernel only: not the C runtime's startup code, nor the _call wrapper that inlines it again
+    std::string out = run_on({*objdump, "-d", "--no-show-raw-insn", "--disassemble=" + function}, lib, ".so");
+    if (out.rfind("DEBUG=6:", 0) == 0) return out;
+    const size_t at = out.find("<" + function + ">:");
+    if (at == std::string::npos) return "DEBUG=6: objdump found no function " + function + ", disassembly skipped";
+    const size_t line = out.rfind('\n', at) + 1, end = out.find("\n\n", at);
+    return out.substr(line, end == std::string::npos ? std::string::npos : end - line);
   }
   if (renderer_kind == "CUDA") {
     if (auto t = find_tool("cuobjdump", cuda_dirs())) return run_on({*t, "-sass"}, lib, ".cubin");
