@@ -166,6 +166,23 @@ TEST(TensorCores, NotTaken) {
   EXPECT_THROW(k4.apply_opt({OptOps::GROUP, 0, 2}), KernelOptError);
 }
 
+TEST(TensorCores, OperandIndexFitsInt32) {
+  // TC then a LOCAL of 32 on a 2048^3 GEMM: the operands' second view needs a stride of 2^31, which wrapped in
+  // the kernel's int32 index (an illegal address on the H100 during BEAM). The opt is refused; the default stays.
+  UOp ast = last_ast(mat({2048, 2048}, dtypes::half).matmul(mat({2048, 2048}, dtypes::half)));
+  Kernel k(ast, sm80());
+  k.apply_opt({OptOps::TC, 0, 0});
+  EXPECT_THROW(k.apply_opt({OptOps::LOCAL, 0, 32}), KernelOptError);
+  Kernel k2(ast, sm80());
+  k2.hand_coded_optimizations();
+  EXPECT_TRUE(k2.tensor_core);
+  // every index the default 4096^3 kernel renders is small: no constant at or beyond 2^31
+  Kernel k3(last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), sm80());
+  k3.hand_coded_optimizations();
+  ASSERT_TRUE(k3.tensor_core);
+  EXPECT_EQ(k3.to_program().src.find("2147483648"), std::string::npos);
+}
+
 TEST(TensorCores, TCLayoutShapes) {
   // 0.9.2's CUDA layout: K unrolled 8 and 2, M and N upcast 2, warp = N 2x2 and M 2x2x2 as locals
   Kernel k(last_ast(mat({64, 64}, dtypes::half).matmul(mat({64, 64}, dtypes::half))), sm80());

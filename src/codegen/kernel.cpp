@@ -271,6 +271,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
     const int64_t use_tc = getenv("TC", 1);
     opt_check(use_tc == 2 || !opts->tensor_cores.empty(), "must have tensor cores or TC=2");
     opt_check(apply_tc_opt(use_tc, *opt.axis, *opt.amt), "no tensor core available");
+    check_tc_index_range();
     applied_opts.push_back(opt);
     return;
   }
@@ -378,6 +379,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
   }
   if (append_opt) applied_opts.push_back(opt);
   if (simplify_ones() && tensor_core_opts) tensor_core_opts->fix_axes(axis);   // the TC axes move with removed ones
+  check_tc_index_range();
 }
 
 Kernel& Kernel::required_optimizations() { return *this; }   // only images have required opts

@@ -138,6 +138,8 @@ class Kernel {
   bool apply_tc_opt(int64_t use_tensor_cores, int64_t axis, int64_t opt_level);
   // the WMMA (or TC=2 SUM) replacing a tensor-core reduce in get_optimized_ast; fixup rebuilds a source
   // subtree with its ShapeTrackers passed through the given warp-layout permutation
+  std::pair<std::function<ShapeTracker(const ShapeTracker&)>, std::function<ShapeTracker(const ShapeTracker&)>> tc_fix_sts() const;
+  void check_tc_index_range() const;   // KernelOptError when a TC operand's index would overflow int32
   UOp tensor_core_reduce(const UOp& reduceop, const std::vector<int64_t>& axes,
                          const std::function<UOp(const UOp&, const std::function<ShapeTracker(const ShapeTracker&)>*)>& fixup) const;
   std::optional<std::string> name_;

@@ -9,6 +9,7 @@
 // expects (PTX ISA, "Matrix Fragments for mma.m16n8k16"), and replaces the reduce by a WMMA node whose
 // operands are CONTRACTed over those upcast axes by the lowerer.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 
 #include "codegen/kernel.hpp"
@@ -143,15 +144,9 @@ bool Kernel::apply_tensor_cores(int64_t use_tc, const std::optional<std::vector<
   }
 }
 
-UOp Kernel::tensor_core_reduce(const UOp& op, const std::vector<int64_t>& axes,
-                               const std::function<UOp(const UOp&, const std::function<ShapeTracker(const ShapeTracker&)>*)>& fixup) const {
+std::pair<std::function<ShapeTracker(const ShapeTracker&)>, std::function<ShapeTracker(const ShapeTracker&)>> Kernel::tc_fix_sts() const {
   using StFn = std::function<ShapeTracker(const ShapeTracker&)>;
-  const TensorCore& tc = *tensor_core;
-  UOp rsrc = op->src[0];
-  if (rsrc->op == Ops::CAST) rsrc = rsrc->src[0];
-  TG_ASSERT(is_mul(rsrc), "a tensor core reduce must be over a MUL: " + rsrc.str());
   const int64_t wd = global_dims(), tcd = first_upcast();
-
   // Regroup the warp (local) dims and the tensor core's upcast dims of one operand's ShapeTracker: split the
   // upcast dims into 2s, permute warp+upcast dims by the two patterns ((0, i): warp dim i, (1, i): upcast dim
   // i), merge back. The lanes then address the operand's fragment of the mma.sync layout.
@@ -177,9 +172,6 @@ UOp Kernel::tensor_core_reduce(const UOp& op, const std::vector<int64_t>& axes,
     return st1.reshape(new_shape).simplify().permute(perm).reshape(s).simplify();
   };
   TG_ASSERT(opts->device == "CUDA" || opts->device == "NV", "unsupported device for tensor cores: " + opts->device);
-  // CUDA m16n8k16: A (8 lanes of upcast 0) and B/C (upcast 2 and 3)
-  const std::vector<int64_t> reduce_axes{0, 1};
-  const std::vector<std::vector<std::pair<int64_t, int64_t>>> upcast_axes{{{0, 8}}, {{2, 2}, {3, 2}}, {{2, 2}, {3, 2}}};
   const Shape warp{2, 2, 2, 2, 2}, tcd_dims{8, 2, 2, 2}, tcd_expand{2, 2, 2, 2, 2, 2};
   const StFn fix_st1 = [=](const ShapeTracker& st) {
     return fix_st(warp, tcd_dims, tcd_expand, {{1, 1}, {1, 0}, {0, 2}, {0, 3}, {0, 4}}, {{1, 3}, {1, 4}, {1, 2}, {0, 0}, {0, 1}, {1, 5}}, st);
@@ -187,6 +179,37 @@ UOp Kernel::tensor_core_reduce(const UOp& op, const std::vector<int64_t>& axes,
   const StFn fix_st2 = [=](const ShapeTracker& st) {
     return fix_st(warp, tcd_dims, tcd_expand, {{1, 1}, {1, 0}, {1, 5}, {0, 0}, {0, 1}}, {{0, 4}, {0, 2}, {1, 4}, {0, 3}, {1, 3}, {1, 2}}, st);
   };
+
+  return {fix_st1, fix_st2};
+}
+
+// The index of a fix_st'd operand goes through a second (contiguous) view over the whole iteration space; its
+// strides are int32 constants in the kernel, and one that doesn't fit wraps and breaks the index (a 2048^3 GEMM
+// with TC and a LOCAL of 32 read out of bounds on the H100). Such opts are rejected.
+void Kernel::check_tc_index_range() const {
+  if (!tensor_core || use_tensor_cores != 1) return;
+  const auto [f1, f2] = tc_fix_sts();
+  for (const auto& [r, b] : bufs_for_tensor_core)
+    for (auto [i, f] : {std::pair{b.first, &f1}, std::pair{b.second, &f2}})
+      for (const View& v : (*f)(sts[i]).views) {
+        bool fits = std::abs(v.offset) < (int64_t{1} << 31);
+        for (int64_t st : v.strides) fits = fits && std::abs(st) < (int64_t{1} << 31);
+        opt_check(fits, "tensor core operand index needs strides beyond int32: " + (*f)(sts[i]).str());
+      }
+}
+
+UOp Kernel::tensor_core_reduce(const UOp& op, const std::vector<int64_t>& axes,
+                               const std::function<UOp(const UOp&, const std::function<ShapeTracker(const ShapeTracker&)>*)>& fixup) const {
+  const TensorCore& tc = *tensor_core;
+  const int64_t tcd = first_upcast();
+  // CUDA m16n8k16: A (8 lanes of upcast 0) and B/C (upcast 2 and 3)
+  const std::vector<int64_t> reduce_axes{0, 1};
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> upcast_axes{{{0, 8}}, {{2, 2}, {3, 2}}, {{2, 2}, {3, 2}}};
+  UOp rsrc = op->src[0];
+  if (rsrc->op == Ops::CAST) rsrc = rsrc->src[0];
+  TG_ASSERT(is_mul(rsrc), "a tensor core reduce must be over a MUL: " + rsrc.str());
+
+  const auto [fix_st1, fix_st2] = tc_fix_sts();
 
   auto arg = std::make_shared<WMMAArg>();
   arg->name = tc.str();
