@@ -630,7 +630,7 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
     queue.pop_front();
     ScheduleItem si;
     si.kind = lsi.kind;
-    si.ast = lsi.ast;
+    si.ast = Access::ast(lsi.ast);
     si.n_outputs = static_cast<int>(lsi.outputs.size());
     for (auto* v : {&lsi.outputs, &lsi.inputs})
       for (auto& x : *v) if (x->size() != 0) si.bufs.push_back(x->buffer);
@@ -644,6 +644,8 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
   if (debug() >= 1 && schedule.size() >= 10) printf("scheduled %zu kernels\n", schedule.size());
   return schedule;
 }
+
+std::string Ast::str() const { return p_ ? p_->self().str() : "None"; }
 
 std::string ScheduleItem::str() const {
   std::string s = "ScheduleItem(" + (kind == MetaOps::KERNEL ? "ast=" + ast.str() : to_string(kind)) + ", bufs=(";
