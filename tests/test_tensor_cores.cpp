@@ -10,6 +10,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
@@ -27,7 +28,7 @@ const CUDARenderer& sm80() { static CUDARenderer r("sm_80"); return r; }
 UOp last_ast(const Tensor& t) {
   UOp ast;
   for (const ScheduleItem& si : t.schedule())
-    if (si.kind == MetaOps::KERNEL) ast = si.ast;
+    if (si.kind == MetaOps::KERNEL) ast = Access::uop(si.ast);
   return ast;
 }
 
