@@ -1,8 +1,8 @@
 // GPT-2 124M decode speed (JSON lines): tokens/s at batch 1 after a 20-token prompt, random weights
-// (the same numbers in both implementations), next to libtorch running the same model with a KV cache in
+// (the same numbers in both implementations), next to libtorch (Debian's 1.13: generic BLAS, addmm as HF's Conv1D) running the same model with a KV cache in
 // the same process (when built with it), and the memory bound: weight bytes per token over the elementwise
 // bandwidth (c = a*b+1, fp32, 3 streams, as limits.c) measured in the same run. Also time to first token.
-//   DEVICE=CPU|CUDA TOKENS=32 HALF=0|1 THREADS=n bench_gpt2
+//   DEVICE=CPU|CUDA TOKENS=32 HALF=0|1 THREADS=n TORCH_THREADS=n bench_gpt2
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -165,11 +165,12 @@ int main() {
                 bound > 0 ? std::to_string(r.tok_s / bound).c_str() : "null");
 #ifdef TG_HAVE_TORCH
     if (device == "CPU") {
-      torch::set_num_threads(threads);
+      const int tthreads = int(tg::getenv("TORCH_THREADS", threads));
+      torch::set_num_threads(tthreads);
       Result t = bench_torch(cfg, h, prompt, tokens, half);
       std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"device\":\"CPU\",\"dtype\":\"%s\",\"what\":\"same model and weights, "
-                  "eager, addmm, preallocated KV cache, %d threads\",\"tokens\":%d,\"tok_s\":%.2f,\"first_token_s\":%.3f,\"tg_over_torch\":%.3f}\n",
-                  half ? "bf16" : "fp32", threads, tokens, t.tok_s, t.first_token_s, r.tok_s / t.tok_s);
+                  "eager, addmm, preallocated KV cache, %d threads; Debian's libtorch 1.13 has BLAS_INFO=generic\",\"tokens\":%d,\"tok_s\":%.2f,\"first_token_s\":%.3f,\"tg_over_torch\":%.3f}\n",
+                  half ? "bf16" : "fp32", tthreads, tokens, t.tok_s, t.first_token_s, r.tok_s / t.tok_s);
     }
 #else
     std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"value\":null,\"what\":\"built without libtorch\"}\n");
