@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -44,21 +43,15 @@ double elementwise_gbps(int threads) {
   return 3.0 * 4 * double(n) / best / 1e9;
 }
 
-// GPT-2-like random weights on the host: normal(0, 0.02) matrices, zero biases, unit norms
+// The tg model's weights read back to the host, (in, out) as HF stores them, for libtorch
 struct HostWeights {
   std::vector<std::pair<std::string, std::vector<float>>> w;
   std::vector<tg::Shape> shapes;
 };
-HostWeights make_weights(gpt2::Transformer& m) {
+HostWeights read_weights(gpt2::Transformer& m) {
   HostWeights h;
-  std::mt19937 rng(1234);
-  std::normal_distribution<float> nd(0.f, 0.02f);
   for (auto& [k, t] : m.named_tensors()) {
-    std::vector<float> v(size_t(t->numel()));
-    bool norm = k.find("ln_") != std::string::npos, bias = k.size() > 4 && k.compare(k.size() - 4, 4, "bias") == 0;
-    if (norm && !bias) std::fill(v.begin(), v.end(), 1.f);
-    else if (!bias) for (auto& x : v) x = nd(rng);
-    h.w.push_back({k, std::move(v)});
+    h.w.push_back({k, t->to("CPU").float_().tolist<float>()});
     h.shapes.push_back(t->shape());
   }
   return h;
@@ -142,10 +135,9 @@ int main() {
     const int threads = int(tg::getenv("THREADS", int64_t(std::max(1u, std::thread::hardware_concurrency()))));
     gpt2::Config cfg = gpt2::Config::named("gpt2");
     gpt2::Transformer m(cfg);
-    HostWeights h = make_weights(m);
-    size_t i = 0;
-    for (auto& [k, t] : m.named_tensors()) *t = tg::Tensor::from(h.w[i].second, h.shapes[i]), i++;
-    m.to(device, half ? tg::dtypes::float16 : tg::dtypes::float32);
+    gpt2::randomize(m, 1234, device);
+    HostWeights h = read_weights(m);
+    if (half) m.to(device, tg::dtypes::float16);
     std::vector<int> prompt;
     for (int k = 0; k < 20; k++) prompt.push_back((k * 7919 + 11) % int(cfg.vocab_size));
     const double weight_bytes = double(cfg.n_params()) * (half ? 2 : 4);
