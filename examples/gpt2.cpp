@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       gpt2::randomize(model, uint64_t(std::max<int64_t>(a.seed, 0)), device);
     }
+    if (a.half && device == "CPU") std::printf("note: --half on the CPU computes in fp16 through conversions; fp32 decodes faster there\n");
     model.to(device, a.half ? tg::dtypes::float16 : tg::dtypes::float32);
     if (size_t(cfg.vocab_size) < tok.vocab_size())
       std::printf("warning: the model's vocabulary (%lld) is smaller than the tokenizer's (%zu)\n", (long long)cfg.vocab_size, tok.vocab_size());
