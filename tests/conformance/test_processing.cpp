@@ -269,12 +269,14 @@ std::vector<Case> loss_cases() {
   ce("label_smoothing", {F({5, 4}), Ix({5}, 0, 3)}, -1, 0.1);
   ce("ignore_and_smoothing", {F({6, 4}), V({6}, {1, -1, 3, 0, -1, 2}, Kind::Idx)}, -1, 0.2);
   ce("3d_logits", {F({2, 3, 4}), Ix({2, 3}, 0, 3)}, -1, 0);
+  ce("wide_(37,130)", {F({37, 130}, -10, 10), Ix({37}, 0, 129)}, -1, 0.1);   // CPU vector exp/log over rows
   return cs;
 }
 
 std::vector<Case> norm_cases() {
   std::vector<Case> cs;
   cs.push_back(pair("layernorm", {F({3, 8})}, TG(x[0].layernorm()), TH(torch::layer_norm(x[0], {8}))).tol(1e-5).gtol(1e-4));
+  cs.push_back(pair("layernorm/(17,96)", {F({17, 96}, -3, 3)}, TG(x[0].layernorm()), TH(torch::layer_norm(x[0], {96}))).tol(1e-5).gtol(1e-4));
   cs.push_back(pair("layernorm/eps", {F({2, 3, 8})}, TG(x[0].layernorm(-1, 1e-2)), TH(torch::layer_norm(x[0], {8}, {}, {}, 1e-2)))
                    .tol(1e-5));
   cs.push_back(pair("layernorm/last_two_axes", {F({2, 3, 4})}, TG(x[0].layernorm({-2, -1})), TH(torch::layer_norm(x[0], {3, 4})))
