@@ -111,6 +111,7 @@ int main() {
   std::vector<Case> cases = {
       {"elementwise", "GBps", "elementwise_GBps", 3.0 * 4 * N, [&] { return a * b + 1; }},
       {"sum", "GBps", "sum_GBps", 4.0 * N, [&] { return a.sum(); }},
+      {"rand", "GBps", "elementwise_GBps", 4.0 * N, [&] { return Tensor::rand({N}); }},   // threefry, counter folded
       {"matmul", "GFLOPS", "gemm1024_gflops", 2.0 * 1024 * 1024 * 1024, [&] { return ma.matmul(mb); }},
       {"conv2d", "GFLOPS", "gemm1024_gflops", 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, [&] { return cx.conv2d(cw); }},
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},

@@ -1,6 +1,7 @@
 // BEAM search, the CPU heuristics and the CPU vectorizer: every optimized kernel must compute what
 // the unoptimized one computes. Inputs are small integers, so sums are exact in float32 whatever the
 // order of the additions, and outputs are compared exactly.
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -155,8 +156,8 @@ TEST(Search, TimeLinearizerTimesAKernel) {
   Kernel k(sum_ast(16, 256), cpu());
   auto rawbufs = bufs_from_lin(k);
   const double t = time_linearizer(k, rawbufs);
-  EXPECT_GT(t, 0);
-  EXPECT_LT(t, 1.0);
+  EXPECT_GT(t, 0);   // a time was measured; how fast is bench/bench_kernels' business, not a test's
+  EXPECT_TRUE(std::isfinite(t));
 }
 
 // ---- the CPU heuristics
