@@ -23,6 +23,7 @@ struct ScheduleItem {
   std::vector<std::shared_ptr<Buffer>> bufs; // outputs then inputs
   int n_outputs = 1;
   std::vector<std::string> metadata;         // names of the Tensor ops that made it (for DEBUG lines)
+  VarBindings var_vals;                      // values of the Variables in ast (which holds them unbound)
   std::string str() const;                   // printable like tinygrad's ScheduleItem
 };
 

@@ -55,6 +55,10 @@ Tensor Tensor::eye(int64_t n, int64_t m, Opts opts) {
 Tensor Tensor::eye(int64_t n, Opts opts) { return eye(n, n, std::move(opts)); }
 
 Tensor Tensor::full_like(ConstType fill, Opts opts) const {
+  if (is_symbolic()) {   // keep the symbolic dims: the constant expands to the same expressions
+    Opts o{opts.dtype.value_or(dtype()), opts.device.empty() ? device() : opts.device, opts.requires_grad};
+    return Tensor(fill, o).reshape(Shape(ndim(), 1)).expand_sym(sym_shape());
+  }
   return full(shape(), fill, Opts{opts.dtype.value_or(dtype()), opts.device.empty() ? device() : opts.device, opts.requires_grad});
 }
 Tensor Tensor::zeros_like(Opts opts) const { return full_like(ConstType(int64_t{0}), std::move(opts)); }

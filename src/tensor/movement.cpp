@@ -170,6 +170,8 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
       throw Error("cat: shapes " + to_str(first.shape()) + " and " + to_str(t.shape()) + " must match in every dim but dim " +
                   std::to_string(d));
   }
+  for (const Tensor& t : ts)
+    if (t.is_symbolic()) return detail::cat_sym(ts, d);
   int64_t total = 0;
   for (const Tensor& t : ts) total += t.shape()[d];
   std::optional<Tensor> ret;
