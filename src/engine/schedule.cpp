@@ -273,7 +273,9 @@ class GroupLowerer {
     } else if (top_reduce) {
       ReduceInfo top = *find_rinfo(*top_reduce);
       LazyBuffer& src = *buf->srcs[0];
-      if (!src.is_base() && src.base().get() == top_reduce->lb && buf->op == top_reduce->lb->op) {
+      // (symbolic trackers don't take part: their keys wouldn't line up after the merge)
+      if (!src.is_base() && src.base().get() == top_reduce->lb && buf->op == top_reduce->lb->op && !st.symbolic() &&
+          !top.input_st.symbolic() && !top_reduce->st.symbolic()) {
         // merge this reduce into its parent reduce
         std::vector<int64_t> new_axis = axis;
         new_axis.insert(new_axis.end(), top.axis.begin(), top.axis.end());

@@ -43,6 +43,7 @@ View sym_permute(const View& v, const std::vector<int>& axis);
 View sym_stride(const View& v, const std::vector<int64_t>& mul);
 std::optional<View> sym_add(const View& vm2, const View& vm1);
 std::string sym_view_str(const View& v);
+bool sym_same(const sint& a, const sint& b);   // the same dim: structurally, or equal across the variables' ranges
 bool sym_equal(const SymView& a, const SymView& b);
 size_t sym_hash(const SymView& s);
 

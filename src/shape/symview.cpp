@@ -16,9 +16,26 @@ namespace tg {
 namespace {
 
 bool is_c(const sint& x, int64_t v) { return x.is_const() && x.const_value() == v; }
+// equal expressions: structurally, or (sums built in another order) equal at a few points of the range
 bool same(const sint& a, const sint& b) {
   if (a.is_const() && b.is_const()) return a.const_value() == b.const_value();
-  return a.same(b);
+  if (a.is_const() != b.is_const()) return false;
+  if (a.same(b)) return true;
+  std::vector<UOp> va = a.uop().vars(), vb = b.uop().vars();
+  std::sort(va.begin(), va.end(), [](const UOp& x, const UOp& y) { return x.get() < y.get(); });
+  std::sort(vb.begin(), vb.end(), [](const UOp& x, const UOp& y) { return x.get() < y.get(); });
+  if (va != vb) return false;
+  for (int k = 0; k < 5; k++) {
+    std::unordered_map<std::string, int64_t> m;
+    int idx = 0;
+    for (const UOp& v : va) {
+      int64_t lo = const_to_int(v->src[0].const_value()), hi = const_to_int(v->src[1].const_value());
+      int64_t span = hi - lo + 1, pick = k == 0 ? lo : k == 1 ? hi : lo + (k * 7919 + idx * 104729) % span;
+      m[v->as<std::string>()] = pick, idx++;
+    }
+    if (a.eval(m) != b.eval(m)) return false;
+  }
+  return true;
 }
 bool same(const std::vector<sint>& a, const std::vector<sint>& b) {
   if (a.size() != b.size()) return false;
@@ -155,50 +172,72 @@ std::vector<sint> lift_dims(const View& v, const Shape& s) {
 }
 
 // reshape by ints: symbolic dims must come through whole (matched by value), concrete ones may merge or
-// split. A new 1 is first taken as a unit dim and only then as a symbolic dim whose value is 1.
-bool lift_from(const std::vector<sint>& S, const Shape& P, const Shape& ns, size_t i, size_t j, std::vector<sint>& R) {
-  while (i < S.size() && is_c(S[i], 1)) i++;
-  if (j == ns.size()) {
-    for (; i < S.size(); i++)
-      if (!is_c(S[i], 1)) return false;
-    return true;
-  }
-  const bool sym = i < S.size() && !S[i].is_const();
-  if (ns[j] == 1) {
-    R.push_back(1);
-    if (lift_from(S, P, ns, i, j + 1, R)) return true;
-    R.pop_back();
-  }
-  if (sym) {
-    if (ns[j] != P[i]) return false;
-    R.push_back(S[i]);
-    if (lift_from(S, P, ns, i + 1, j + 1, R)) return true;
-    R.pop_back();
-    return false;
-  }
-  if (i >= S.size() || ns[j] == 1) return false;
-  // a run of concrete old dims and new dims with the same product
-  size_t mark = R.size();
-  int64_t po = S[i++].const_value(), pn = ns[j];
-  R.push_back(ns[j++]);
-  while (po != pn) {
-    if (po < pn) {
-      if (i >= S.size() || !S[i].is_const()) { R.erase(R.begin() + static_cast<int64_t>(mark), R.end()); return false; }
-      po *= S[i++].const_value();
-    } else {
-      if (j >= ns.size()) { R.erase(R.begin() + static_cast<int64_t>(mark), R.end()); return false; }
-      pn *= ns[j];
-      R.push_back(ns[j++]);
-    }
-  }
-  if (lift_from(S, P, ns, i, j, R)) return true;
-  R.erase(R.begin() + static_cast<int64_t>(mark), R.end());
-  return false;
-}
-std::optional<std::vector<sint>> lift_reshape(const View& v, const Shape& ns) {
+// split. A symbolic dim whose value is 1 can't be told from a unit dim by its value, so every alignment
+// is tried and the one that keeps symbolic dims in place (same index, else same index from the right)
+// wins.
+struct Lift {
+  const std::vector<sint>& S;
+  const Shape& P;
+  const Shape& ns;
   std::vector<sint> R;
-  if (!lift_from(v.sym->shape, v.shape, ns, 0, 0, R)) return std::nullopt;
-  return R;
+  std::vector<std::pair<size_t, size_t>> pos;   // (old index, new index) of each symbolic dim
+  std::optional<std::vector<sint>> best;
+  int best_score = -1;
+  int score() const {
+    int sc = 0;
+    for (auto [o, n] : pos) {
+      if (S.size() == ns.size() && o == n) sc += 4;
+      if (o == n) sc += 2;
+      if (S.size() - o == ns.size() - n) sc += 1;
+    }
+    return sc;
+  }
+  void go(size_t i, size_t j) {
+    while (i < S.size() && is_c(S[i], 1)) i++;
+    if (j == ns.size()) {
+      for (; i < S.size(); i++)
+        if (!is_c(S[i], 1)) return;
+      if (int sc = score(); sc > best_score) best_score = sc, best = R;
+      return;
+    }
+    const bool sym = i < S.size() && !S[i].is_const();
+    if (ns[j] == 1) {
+      R.push_back(1);
+      go(i, j + 1);
+      R.pop_back();
+    }
+    if (sym) {
+      if (ns[j] != P[i]) return;
+      R.push_back(S[i]);
+      pos.emplace_back(i, j);
+      go(i + 1, j + 1);
+      pos.pop_back();
+      R.pop_back();
+      return;
+    }
+    if (i >= S.size() || ns[j] == 1) return;
+    // a run of concrete old dims and new dims with the same product
+    size_t mark = R.size();
+    int64_t po = S[i++].const_value(), pn = ns[j];
+    R.push_back(ns[j++]);
+    bool ok = true;
+    while (ok && po != pn) {
+      if (po < pn) {
+        if (i >= S.size() || !S[i].is_const()) ok = false;
+        else po *= S[i++].const_value();
+      } else {
+        if (j >= ns.size()) ok = false;
+        else pn *= ns[j], R.push_back(ns[j++]);
+      }
+    }
+    if (ok) go(i, j);
+    R.erase(R.begin() + static_cast<int64_t>(mark), R.end());
+  }
+};
+std::optional<std::vector<sint>> lift_reshape(const View& v, const Shape& ns) {
+  Lift l{v.sym->shape, v.shape, ns, {}, {}, std::nullopt, -1};
+  l.go(0, 0);
+  return l.best;
 }
 
 SMask lift_mask(const View& v, const Mask& m, bool ends_are_dims) {
@@ -499,6 +538,8 @@ std::optional<View> sym_add(const View& vm2, const View& vm1) {
   }
   return std::nullopt;
 }
+
+bool sym_same(const sint& a, const sint& b) { return same(a.unbind(), b.unbind()); }
 
 std::string sym_view_str(const View& v) {
   const SymView& s = *v.sym;

@@ -154,6 +154,11 @@ Tensor Tensor::squeeze(std::optional<int> dim) const {
 }
 Tensor Tensor::unsqueeze(int dim) const {
   int d = resolve_dim(*this, dim, "unsqueeze", true);
+  if (is_symbolic()) {   // by position: a symbolic dim at value 1 looks like the new unit dim
+    std::vector<sint> ss = sym_shape();
+    ss.insert(ss.begin() + d, sint(1));
+    return reshape_sym(ss);
+  }
   Shape ns = shape();
   ns.insert(ns.begin() + d, 1);
   return reshape(ns);

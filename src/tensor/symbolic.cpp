@@ -5,16 +5,14 @@
 // for inference, e.g. a KV cache).
 #include <algorithm>
 
+#include "shape/shape_helpers.hpp"
 #include "tensor/function.hpp"
 
 namespace tg {
 
 namespace {
 bool is_c(const sint& x, int64_t v) { return x.is_const() && x.const_value() == v; }
-bool same_dim(const sint& a, const sint& b) {
-  if (a.is_const() && b.is_const()) return a.const_value() == b.const_value();
-  return !a.is_const() && !b.is_const() && a.unbind().same(b.unbind());
-}
+bool same_dim(const sint& a, const sint& b) { return sym_same(a, b); }
 std::string sstr(const std::vector<sint>& v) {
   std::string s = "(";
   for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + (v[i].is_const() ? std::to_string(v[i].const_value()) : v[i].render());
@@ -129,19 +127,36 @@ std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const 
 
 // cat along a dim where some sizes are symbolic: pad each piece to the symbolic total and add
 Tensor cat_sym(const std::vector<Tensor>& ts, int d) {
-  sint total = 0;
-  for (const Tensor& t : ts) total = total + t.sym_shape()[d];
+  // before/after pads as sums of the other pieces' sizes (no subtraction: ranges stay exact)
+  std::vector<sint> after(ts.size(), sint(0));
+  for (size_t i = ts.size() - 1; i-- > 0;) after[i] = after[i + 1] + ts[i + 1].sym_shape()[d];
   std::optional<Tensor> ret;
   sint k = 0;
-  for (const Tensor& t : ts) {
+  for (size_t i = 0; i < ts.size(); i++) {
+    const Tensor& t = ts[i];
     std::vector<sint> s = t.sym_shape();
     std::vector<std::pair<sint, sint>> p(s.size(), {sint(0), sint(0)});
-    p[d] = {k, total - k - s[d]};
+    p[d] = {k, after[i]};
     k = k + s[d];
     Tensor padded = t.pad_sym(p);
     ret = ret ? *ret + padded : padded;
   }
   return *ret;
+}
+
+// matmul with symbolic dims: the same reshapes as dot(), built from the symbolic shapes
+Tensor dot_sym(const Tensor& a, const Tensor& w, std::optional<DType> acc_dtype) {
+  std::vector<sint> as = a.sym_shape(), wsh = w.sym_shape();
+  const size_t n1 = as.size(), n2 = wsh.size(), k2 = std::min<size_t>(n2, 2);
+  if (n1 == 0 || n2 == 0) throw Error("matmul: both arguments need at least 1 dim");
+  if (!same_dim(as.back(), wsh[n2 - k2]))
+    throw Error("matmul: shapes " + sstr(as) + " and " + sstr(wsh) + " don't match in the inner dim");
+  const size_t ones = std::min<size_t>({n1 - 1, n2 - 1, 1});
+  std::vector<sint> xs(as.begin(), as.end() - 1), ws(wsh.begin(), wsh.end() - static_cast<int64_t>(k2));
+  xs.insert(xs.end(), ones, sint(1)), xs.push_back(as.back());
+  ws.insert(ws.end(), ones, sint(1)), ws.insert(ws.end(), wsh.end() - static_cast<int64_t>(k2), wsh.end());
+  Tensor x = a.reshape_sym(xs), y = w.reshape_sym(ws).transpose(-1, -static_cast<int>(k2));
+  return (x * y).sum(-1, false, acc_dtype).cast(acc_dtype.value_or(least_upper_dtype(x.dtype(), y.dtype())));
 }
 
 }  // namespace detail
