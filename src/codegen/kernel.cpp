@@ -1,4 +1,5 @@
 // Kernel: AST analysis, shape simplification, OptOps and naming (tinygrad 0.9.2 codegen/kernel.py).
+#include "access.hpp"
 #include "codegen/kernel.hpp"
 
 #include <algorithm>
@@ -125,7 +126,7 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
       if (!v.sym) continue;
       auto add = [&](const sint& x) {
         if (x.is_const()) return;
-        for (const UOp& d : x.uop().vars())
+        for (const UOp& d : Access::uop(x).vars())
           if (std::find(vars.begin(), vars.end(), d) == vars.end()) vars.push_back(d);
       };
       for (auto& x : v.sym->shape) add(x);

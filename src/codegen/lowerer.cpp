@@ -1,4 +1,5 @@
 // Lowerer (tinygrad 0.9.2 codegen/lowerer.py): AST + ShapeTrackers -> RANGE/SPECIAL/LOAD/STORE/REDUCE graph.
+#include "access.hpp"
 #include "codegen/lowerer.hpp"
 
 #include <algorithm>
@@ -96,7 +97,7 @@ class Lowerer {
       const View& v = st_of(u).views.back();
       for (size_t i = 0; i < full_shape.size(); i++)
         if (!full_sym[i] && !v.sym->shape[i].is_const() && v.shape[i] == full_shape[i]) {
-          const UOp& e = v.sym->shape[i].uop();
+          const UOp& e = Access::uop(v.sym->shape[i]);
           full_sym[i] = e->dtype == dtypes::int32 ? e : e.cast(dtypes::int32);
         }
     }
@@ -161,7 +162,7 @@ class Lowerer {
     const bool is_const = x->op == Ops::CONST;
     const UOp& st = x->src[is_const ? 0 : 1];
     const bool local = !is_const && x->src[0]->op == Ops::DEFINE_LOCAL;
-    auto [idx, valid] = st_of(st).to_indexed_uops(x->op == Ops::LOAD && local ? ridxs_ : idxs_);
+    auto [idx, valid] = to_indexed_uops(st_of(st), x->op == Ops::LOAD && local ? ridxs_ : idxs_);
     if (is_const) return valid.where(UOp::const_(x->dtype, ast_const(x)), UOp::const_(x->dtype, int64_t{0}));
     const UOp& buf = x->src[0];
     if (x->op == Ops::LOAD) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "engine/profile.hpp"
+#include "access.hpp"
 #include "engine/realize.hpp"
 #include "lazy/lazy.hpp"
 
@@ -60,10 +61,10 @@ namespace {
 std::vector<Tensor> rebind(const std::vector<Tensor>& ret, const VarBindings& vals) {
   std::vector<Tensor> out;
   for (const Tensor& t : ret) {
-    LazyBufferPtr lb = t.lazydata();
+    LazyBufferPtr lb = Access::lazydata(t);
     if (!lb->st.symbolic() || vals.empty()) { out.push_back(t); continue; }
     LazyBufferPtr base = lb->base();
-    out.push_back(Tensor::from_lazydata(LazyBuffer::create(lb->device, lb->st.bind(vals), lb->dtype, {}, {}, {}, base)));
+    out.push_back(Access::from_lazydata(LazyBuffer::create(lb->device, lb->st.bind(vals), lb->dtype, {}, {}, {}, base)));
   }
   return out;
 }
@@ -98,7 +99,7 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
   }
   for (const Tensor& t : inputs_in)
     if (t.is_symbolic())
-      for (auto& [k, v] : t.lazydata()->st.var_vals()) add_val(k, v);
+      for (auto& [k, v] : Access::lazydata(t)->st.var_vals()) add_val(k, v);
   std::vector<Tensor> inputs;
   for (auto& t : inputs_in) inputs.push_back(t.contiguous());   // inputs become realized buffers
   realize_all(inputs);
@@ -106,7 +107,7 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
   std::vector<std::shared_ptr<Buffer>> input_bufs;
   for (auto& t : inputs) {
     sig.push_back({shape_sig(t), t.dtype(), t.device()});
-    input_bufs.push_back(t.lazydata()->base()->buffer);
+    input_bufs.push_back(Access::lazydata(t)->base()->buffer);
   }
   // the replay finds inputs by buffer: one buffer as two inputs would bind both to whichever comes last
   for (size_t a = 0; a < input_bufs.size(); a++)

@@ -3,6 +3,7 @@
 // at their value, unbound ones at their max); `sym` keeps the expressions themselves. Decisions that
 // tinygrad makes by comparing sints are made here only when range analysis proves them for every
 // value (a mask is dropped only when it can never cut), so one kernel serves every value.
+#include "access.hpp"
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
@@ -21,7 +22,7 @@ bool same(const sint& a, const sint& b) {
   if (a.is_const() && b.is_const()) return a.const_value() == b.const_value();
   if (a.is_const() != b.is_const()) return false;
   if (a.same(b)) return true;
-  std::vector<UOp> va = a.uop().vars(), vb = b.uop().vars();
+  std::vector<UOp> va = Access::uop(a).vars(), vb = Access::uop(b).vars();
   std::sort(va.begin(), va.end(), [](const UOp& x, const UOp& y) { return x.get() < y.get(); });
   std::sort(vb.begin(), vb.end(), [](const UOp& x, const UOp& y) { return x.get() < y.get(); });
   if (va != vb) return false;
@@ -65,7 +66,7 @@ sint sprod(const std::vector<sint>& v) {
 int64_t proxy(const sint& e, const VarBindings& vals) {
   if (e.is_const()) return e.const_value();
   std::unordered_map<std::string, int64_t> m;
-  for (const UOp& v : e.uop().vars()) {
+  for (const UOp& v : Access::uop(e).vars()) {
     const std::string& nm = v->as<std::string>();
     auto it = vals.find(nm);
     m[nm] = it != vals.end() ? it->second : const_to_int(v->src[1].const_value());
@@ -75,7 +76,7 @@ int64_t proxy(const sint& e, const VarBindings& vals) {
 
 bool bound(const sint& e, const VarBindings& vals) {
   if (e.is_const()) return true;
-  for (const UOp& v : e.uop().vars())
+  for (const UOp& v : Access::uop(e).vars())
     if (!vals.count(v->as<std::string>())) return false;
   return true;
 }
@@ -338,7 +339,7 @@ View View::bind(const VarBindings& vals) const {
   if (!sym) return *this;
   SymView s = *sym;
   std::vector<UOp> vs;
-  auto add = [&](const sint& x) { if (!x.is_const()) for (const UOp& v : x.uop().vars()) vs.push_back(v); };
+  auto add = [&](const sint& x) { if (!x.is_const()) for (const UOp& v : Access::uop(x).vars()) vs.push_back(v); };
   for (auto& x : s.shape) add(x);
   for (auto& x : s.strides) add(x);
   add(s.offset);
@@ -564,7 +565,7 @@ bool sym_equal(const SymView& a, const SymView& b) {
 
 size_t sym_hash(const SymView& s) {
   size_t h = 0x51u;
-  auto mix = [&](const sint& x) { h ^= (x.is_const() ? std::hash<int64_t>()(x.const_value()) : x.uop().hash()) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  auto mix = [&](const sint& x) { h ^= (x.is_const() ? std::hash<int64_t>()(x.const_value()) : Access::uop(x).hash()) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   for (auto& x : s.shape) mix(x);
   for (auto& x : s.strides) mix(x);
   mix(s.offset);
