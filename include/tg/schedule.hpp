@@ -3,6 +3,7 @@
 //   for (auto& si : t.schedule()) std::cout << si.str() << "\n";
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ struct ScheduleItem {
   std::vector<std::shared_ptr<Buffer>> bufs;   // outputs then inputs (COPY: dest, src)
   int n_outputs = 1;
   std::vector<std::string> metadata;           // names of the Tensor ops that made it (for DEBUG lines)
+  std::map<std::string, int64_t> var_vals;     // values of the Variables in ast (which holds them unbound)
   // "ScheduleItem(ast=<the tree>, bufs=(<buf CPU 6 dtypes.float>, ...))"; COPY etc. print their kind
   std::string str() const;
 };

@@ -3,10 +3,14 @@
 // valid only inside the mask. A ShapeTracker is a stack of views: views[0] addresses the
 // buffer, each later view addresses the flat index space of the view below it. Movement ops
 // (reshape/permute/expand/pad/shrink/stride) only rewrite the last view, so they never copy data.
-// Shapes are concrete int64 (symbolic shapes are not supported yet).
+// Symbolic dims (sint): a View whose shape, strides, offset or mask depend on Variables keeps the
+// expressions in `sym`; its int fields then hold their values (bound variables at their value,
+// unbound ones at their max), which is what shape-only code (heuristics, sizes) works with.
+// Int arguments to a symbolic view keep a symbolic dim where they give its value at its place.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +22,15 @@ namespace tg {
 
 using Shape = std::vector<int64_t>;
 using Mask = std::vector<std::pair<int64_t, int64_t>>;   // per axis [begin, end)
+using SMask = std::vector<std::pair<sint, sint>>;
+
+// The expressions of a symbolic View (unbound), plus the values of its bound variables.
+struct SymView {
+  std::vector<sint> shape, strides;
+  sint offset = 0;
+  std::optional<SMask> mask;
+  VarBindings vals;
+};
 
 struct View {
   Shape shape;
@@ -25,6 +38,7 @@ struct View {
   int64_t offset = 0;
   std::optional<Mask> mask;
   bool contiguous = false;
+  std::shared_ptr<const SymView> sym;   // set when any field depends on a Variable
 
   // Canonical constructor: size-1 dims get stride 0, full masks are dropped, dims masked to a
   // single element get stride 0, an empty mask zeroes everything, contiguity is detected.
@@ -42,6 +56,19 @@ struct View {
   std::optional<View> invert(const Shape& out_shape) const;
   std::optional<View> operator+(const View& vm1) const;  // self then vm1 as one view (View.__add__)
 
+  // symbolic forms (a bound Variable in an arg makes the view symbolic)
+  static View create_sym(const std::vector<sint>& shape, std::optional<std::vector<sint>> strides = {}, sint offset = 0,
+                         std::optional<SMask> mask = {}, VarBindings vals = {});
+  std::optional<View> reshape_sym(const std::vector<sint>& new_shape) const;
+  View expand_sym(const std::vector<sint>& new_shape) const;
+  View pad_sym(const SMask& arg) const;
+  View shrink_sym(const SMask& arg) const;
+  std::vector<sint> sym_shape() const;     // bound expressions (constants when concrete)
+  SymView as_sym() const;                  // the fields as expressions (a copy)
+  View unbind(VarBindings* vals = nullptr) const;   // drops the values (collected into vals)
+  View bind(const VarBindings& vals) const;         // gives the variables values
+  int64_t max_size() const;                // prod of each dim's max (what a buffer must hold)
+
   std::string str() const;   // "View(shape=(10, 10), strides=(1, 10), offset=0, mask=None, contiguous=False)"
   bool operator==(const View& o) const;
   size_t hash() const;
@@ -54,6 +81,7 @@ class ShapeTracker {
   ShapeTracker() = default;
   explicit ShapeTracker(std::vector<View> v) : views(std::move(v)) {}
   static ShapeTracker from_shape(const Shape& shape);
+  static ShapeTracker from_sym_shape(const std::vector<sint>& shape);   // dims may hold bound Variables
 
   // movement ops (each returns a new tracker; bad arguments throw tg::Error)
   ShapeTracker reshape(const Shape& new_shape) const;
@@ -62,6 +90,19 @@ class ShapeTracker {
   ShapeTracker pad(const Mask& arg) const;
   ShapeTracker shrink(const Mask& arg) const;
   ShapeTracker stride(const std::vector<int64_t>& mul) const;
+  // symbolic movement ops (dims may hold bound Variables)
+  ShapeTracker reshape_sym(const std::vector<sint>& new_shape) const;
+  ShapeTracker expand_sym(const std::vector<sint>& new_shape) const;
+  ShapeTracker pad_sym(const SMask& arg) const;
+  ShapeTracker shrink_sym(const SMask& arg) const;
+
+  bool symbolic() const;                    // any view depends on a Variable
+  std::vector<sint> sym_shape() const;      // dims as bound expressions
+  VarBindings var_vals() const;             // the bound values
+  ShapeTracker unbind(VarBindings* vals = nullptr) const;   // kernel ASTs hold unbound trackers
+  ShapeTracker bind(const VarBindings& vals) const;
+  bool same_shape(const ShapeTracker& o) const;   // equal dims, symbolic ones by expression
+  int64_t max_size() const;                 // elements a buffer for this shape must hold (max of each dim)
 
   ShapeTracker operator+(const ShapeTracker& st) const;   // self's views then st's, simplified one at a time
   ShapeTracker simplify() const;                           // merge the last views while they merge

@@ -8,6 +8,7 @@
 // (toward zero), which is floor division for the non-negative values index math works with.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,8 @@ namespace tg {
 
 class UOp;        // src/uop/uop.hpp
 class Variable;
+// Values of bound variables, by name (what a bound Variable carries through its expressions).
+using VarBindings = std::map<std::string, int64_t>;
 
 class Expr {
  public:
@@ -37,16 +40,26 @@ class Expr {
   Expr min(const Expr& o) const;
   Expr operator-() const;
 
+  // Bound values travel with the expression: (vi + 1) keeps vi's binding. Mixing two different
+  // values of one variable throws tg::Error.
+  const VarBindings& bindings() const;
+  bool is_bound() const { return b_ != nullptr && !b_->empty(); }
+  Expr unbind() const;                // the same expression without values
+  Expr with_bindings(const VarBindings& b) const;   // (internal) attach values
+  int64_t value() const;              // eval() with the bound values; tg::Error if one is missing
+
   friend Expr operator+(const Expr& a, const Expr& b);
   friend Expr operator-(const Expr& a, const Expr& b);
   friend Expr operator*(const Expr& a, const Expr& b);
   friend Expr operator/(const Expr& a, const Expr& b);   // throws tg::Error for a zero divisor
   friend Expr operator%(const Expr& a, const Expr& b);   // throws tg::Error for a zero divisor
 
- private:
+ protected:
   Expr() = default;
   std::shared_ptr<const UOp> u_;
+  std::shared_ptr<const VarBindings> b_;
   friend struct Access;               // src/access.hpp: the UOp behind it
+  friend struct ExprAccess;           // src/uop/expr.cpp: bindings
 };
 
 // A named integer in [min, max] (a DEFINE_VAR), optionally bound to a value for one run.
@@ -67,5 +80,8 @@ class Variable : public Expr {
   int64_t min_, max_;
   std::optional<int64_t> val_;
 };
+
+// A dimension: a number or an expression of (bound) Variables (tinygrad's sint).
+using sint = Expr;
 
 }  // namespace tg

@@ -16,6 +16,7 @@
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
 #include "tg/schedule.hpp"
+#include "tg/symbolic.hpp"
 
 namespace tg {
 
@@ -90,6 +91,10 @@ class Tensor {
   }
   static Tensor arange_int(int64_t start, int64_t stop, int64_t step, Opts opts = {});
   static Tensor arange(int64_t stop, Opts opts = {});
+  // positions 0..stop-1 for a symbolic stop (a bound Variable expression)
+  template <int = 0>
+  static Tensor arange(sint stop, Opts opts = {}) { return arange_sym(stop, std::move(opts)); }
+  static Tensor arange_sym(const sint& stop, Opts opts = {});
   static Tensor eye(int64_t n, Opts opts = {});
   static Tensor eye(int64_t n, int64_t m, Opts opts = {});
   static void manual_seed(uint64_t seed = 0);
@@ -140,6 +145,23 @@ class Tensor {
   Tensor& assign(const Tensor& x);
   Tensor& replace(const Tensor& x);
   std::string str() const;                 // Tensor([[1, 2], [3, 4]], dtype=dtypes.int, device=CPU)
+
+  // ---- symbolic shapes: dims may be expressions of bound Variables (tinygrad's sint). The int
+  // overloads below win for plain numbers; these take lists that hold a Variable.
+  template <int = 0>
+  Tensor reshape(std::vector<sint> shape) const { return reshape_sym(shape); }
+  template <int = 0>
+  Tensor expand(std::vector<sint> shape) const { return expand_sym(shape); }
+  template <int = 0>
+  Tensor shrink(std::vector<std::pair<sint, sint>> arg) const { return shrink_sym(arg); }
+  template <int = 0>
+  Tensor pad(std::vector<std::pair<sint, sint>> arg, double value = 0) const { return pad_sym(arg, value); }
+  Tensor reshape_sym(const std::vector<sint>& shape) const;
+  Tensor expand_sym(const std::vector<sint>& shape) const;
+  Tensor shrink_sym(const std::vector<std::pair<sint, sint>>& arg) const;
+  Tensor pad_sym(const std::vector<std::pair<sint, sint>>& arg, double value = 0) const;
+  std::vector<sint> sym_shape() const;     // dims as expressions (constants when concrete)
+  bool is_symbolic() const;                // some dim holds a Variable; shape() then gives the bound values
 
   // ---- movement
   Tensor reshape(Shape shape) const;       // one -1 is inferred

@@ -1,4 +1,5 @@
 // Kernel: AST analysis, shape simplification, OptOps and naming (tinygrad 0.9.2 codegen/kernel.py).
+#include "access.hpp"
 #include "codegen/kernel.hpp"
 
 #include <algorithm>
@@ -119,6 +120,22 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
     sts.push_back(node_st(r->src[0], st_memo));
   }
 
+  // the Variables of symbolic trackers are kernel arguments too
+  for (const ShapeTracker& st : sts)
+    for (const View& v : st.views) {
+      if (!v.sym) continue;
+      auto add = [&](const sint& x) {
+        if (x.is_const()) return;
+        for (const UOp& d : Access::uop(x).vars())
+          if (std::find(vars.begin(), vars.end(), d) == vars.end()) vars.push_back(d);
+      };
+      for (auto& x : v.sym->shape) add(x);
+      for (auto& x : v.sym->strides) add(x);
+      add(v.sym->offset);
+      if (v.sym->mask) for (auto& [b, e] : *v.sym->mask) add(b), add(e);
+    }
+  std::sort(vars.begin(), vars.end(), [](const UOp& a, const UOp& b) { return a->as<std::string>() < b->as<std::string>(); });
+
   // move all reduce axes to the end
   std::vector<int> permute;
   const Shape fs = full_shape(), os = output_shape();
@@ -131,6 +148,14 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
 
   simplify_ones();
   simplify_merge_adjacent();
+}
+
+bool Kernel::symbolic_axis(int64_t axis) const {
+  for (const ShapeTracker& st : sts) {
+    const View& v = st.views.back();
+    if (v.sym && axis >= 0 && axis < static_cast<int64_t>(v.sym->shape.size()) && !v.sym->shape[axis].is_const()) return true;
+  }
+  return false;
 }
 
 Shape Kernel::full_unupcasted_shape() const {
@@ -212,7 +237,7 @@ bool Kernel::simplify_ones() {
   if (shape_len() == 0) return false;
   const Shape fs = full_shape();
   std::vector<bool> all_ones;
-  for (int64_t s : fs) all_ones.push_back(s == 1);
+  for (size_t i = 0; i < fs.size(); i++) all_ones.push_back(fs[i] == 1 && !symbolic_axis(static_cast<int64_t>(i)));
   auto count = [&](int64_t lo, int64_t hi) {
     int64_t n = 0;
     for (int64_t i = std::max<int64_t>(lo, 0); i < hi; i++) n += all_ones[i];
@@ -241,7 +266,7 @@ void Kernel::simplify_merge_adjacent() {
   for (size_t j = 0; j < sts.size(); j++) rets.push_back({{shapes[j][0], strides[j][0]}});
   const int64_t fr = first_reduce();
   for (int64_t i = 1; i < static_cast<int64_t>(shapes[0].size()); i++) {
-    bool mergeable = i != fr;
+    bool mergeable = i != fr && !symbolic_axis(i) && !symbolic_axis(i - 1);
     for (size_t j = 0; j < sts.size() && mergeable; j++) {
       const std::optional<int64_t> sti = strides[j][i], last_st = rets[j].back().second;
       // a dim merges into the previous one when its stride times its size is the previous stride
@@ -278,6 +303,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
   const int64_t axis = opt.real_axis(*this);
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
+  opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !symbolic_axis(axis), "can't apply " + opt.str() + " to a symbolic dim");
 
   int64_t amt = -1;
   if (opt.op == OptOps::SWAP) {

@@ -70,7 +70,7 @@ class Kernel {
   const Renderer* opts;
   std::vector<UOp> bufs;          // the AST's STORE/LOAD/CONST nodes, outputs first, in AST order
   std::vector<UOp> reduceops;     // REDUCE_AXIS nodes, sources before users
-  std::vector<UOp> vars;          // DEFINE_VARs in the AST
+  std::vector<UOp> vars;          // DEFINE_VARs in the AST and its (symbolic) ShapeTrackers, by name
   // sts[i] for bufs[i]; then per reduceop its output and input ShapeTracker (to find reduced axes)
   std::vector<ShapeTracker> sts;
   int full_buf_index = 0;         // a buffer read by the first reduce: it has the full shape
@@ -99,6 +99,7 @@ class Kernel {
   std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> upcasted_axis(size_t i) const;
   std::vector<int64_t> float4_axis(size_t i) const;   // upcasted unit-stride axes of sts[i] divisible by 4
   bool axis_is_masked(size_t i, int64_t axis) const;   // whether sts[i]'s validity depends on axis
+  bool symbolic_axis(int64_t axis) const;   // some tracker's dim there is a Variable expression (no opts on it)
 
   std::vector<std::string> colors() const;   // blue global, cyan local, green/white group, red reduce, magenta/yellow upcast
   std::string colored_shape(int pad = 0, bool dense = false) const;

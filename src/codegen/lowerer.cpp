@@ -1,4 +1,5 @@
 // Lowerer (tinygrad 0.9.2 codegen/lowerer.py): AST + ShapeTrackers -> RANGE/SPECIAL/LOAD/STORE/REDUCE graph.
+#include "access.hpp"
 #include "codegen/lowerer.hpp"
 
 #include <algorithm>
@@ -91,6 +92,19 @@ class Lowerer {
       TG_ASSERT(s.size() == full_shape.size(), "shapes of one kernel differ in rank: " + to_str(s) + " vs " + to_str(full_shape));
       for (size_t i = 0; i < s.size(); i++) full_shape[i] = std::max(full_shape[i], s[i]);
     }
+    // symbolic dims: the size expression of the tracker that reaches the full (max) size
+    std::vector<UOp> full_sym(full_shape.size());
+    for (const UOp& u : nodes) {
+      if (u->op != Ops::SHAPETRACKER || !st_of(u).views.back().sym) continue;
+      const View& v = st_of(u).views.back();
+      for (size_t i = 0; i < full_shape.size(); i++)
+        if (!full_sym[i] && !v.sym->shape[i].is_const() && v.shape[i] == full_shape[i]) {
+          const UOp& e = Access::uop(v.sym->shape[i]);
+          full_sym[i] = e->dtype == dtypes::int32 ? e : e.cast(dtypes::int32);
+        }
+    }
+    auto dim = [&](int64_t i) { return full_sym[i] ? full_sym[i] : iconst(full_shape[i]); };
+    auto sym_slice = [&](int64_t lo, int64_t hi) { return std::vector<UOp>(full_sym.begin() + lo, full_sym.begin() + hi); };
     for (const UOp& u : nodes)
       if (u->op == Ops::LOAD && u->src[0]->op == Ops::DEFINE_LOCAL) local_load_shapes.push_back(st_of(u->src[1]).shape());
     const int64_t n = static_cast<int64_t>(full_shape.size());
@@ -108,10 +122,11 @@ class Lowerer {
     if (opts.has_local) {
       if (ki.dont_use_locals) {
         TG_ASSERT(ki.local_dims == 0, "can't use locals if there's no local dims");
-        idxs_ = get_grouped_dims("idx", slice(0, global_dims), opts.global_max, true);
+        idxs_ = get_grouped_dims("idx", slice(0, global_dims), opts.global_max, true, sym_slice(0, global_dims));
       } else {
-        idxs_ = get_grouped_dims("gidx", slice(0, global_dims), opts.global_max, true);
-        for (const UOp& l : get_grouped_dims("lidx", slice(global_dims, first_reduce + group_for_reduces), opts.local_max))
+        idxs_ = get_grouped_dims("gidx", slice(0, global_dims), opts.global_max, true, sym_slice(0, global_dims));
+        for (const UOp& l : get_grouped_dims("lidx", slice(global_dims, first_reduce + group_for_reduces), opts.local_max, false,
+                                             sym_slice(global_dims, first_reduce + group_for_reduces)))
           idxs_.push_back(l);
       }
     } else {
@@ -120,12 +135,13 @@ class Lowerer {
       for (int64_t i = 0; i < first_reduce; i++) {
         std::vector<int64_t> arg{i, 0};
         if (i == 0 && parallel) arg.push_back(1);
-        idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[i])}, arg));
+        idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, arg));
       }
     }
     for (int64_t i = first_reduce + group_for_reduces; i < first_upcasted; i++)
-      idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[i])}, std::vector<int64_t>{i, 1}));
+      idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, std::vector<int64_t>{i, 1}));
     for (int64_t i = first_upcasted; i < n; i++) {
+      TG_ASSERT(!full_sym[i], "a symbolic dim can't be upcast");
       std::vector<UOp> cs;
       for (int64_t j = 0; j < full_shape[i]; j++) cs.push_back(iconst(j));
       idxs_.push_back(UOp(Ops::EXPAND, dtypes::int32, cs, std::vector<int64_t>{i, full_shape[i]}));
@@ -133,7 +149,7 @@ class Lowerer {
     // late indexes: the reduce over the grouped (local) dims runs after the barrier
     ridxs_ = idxs_;
     for (int64_t a = first_reduce; a < first_reduce + group_for_reduces; a++)
-      ridxs_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[a])}, std::vector<int64_t>{1000 + a, 1});
+      ridxs_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{1000 + a, 1});
   }
 
   UOp to_uop(const UOp& x) {
@@ -240,13 +256,19 @@ class Lowerer {
 }  // namespace
 
 std::vector<UOp> get_grouped_dims(const std::string& prefix, const std::vector<int64_t>& dims_in,
-                                  const std::vector<int64_t>& max_sizes, bool reverse) {
+                                  const std::vector<int64_t>& max_sizes, bool reverse, const std::vector<UOp>& sym_in) {
   std::vector<int64_t> dims = dims_in;
-  if (reverse) std::reverse(dims.begin(), dims.end());
+  std::vector<UOp> sym = sym_in;
+  sym.resize(dims.size());
+  if (reverse) std::reverse(dims.begin(), dims.end()), std::reverse(sym.begin(), sym.end());
   const std::vector<int64_t> limited = max_sizes.empty() ? dims : limit_dims(dims, max_sizes);
+  const bool any_sym = std::any_of(sym.begin(), sym.end(), [](const UOp& u) { return static_cast<bool>(u); });
+  if (any_sym && limited != dims)
+    throw Error("launch dims " + to_str(dims) + " with a symbolic dim don't fit the device's maximum " + to_str(max_sizes) +
+                "; lower the Variable's max");
   std::vector<UOp> raw;
   for (size_t i = 0; i < limited.size(); i++)
-    raw.push_back(UOp(Ops::SPECIAL, dtypes::int32, {iconst(limited[i])}, prefix + std::to_string(i)));
+    raw.push_back(UOp(Ops::SPECIAL, dtypes::int32, {sym[i] ? sym[i] : iconst(limited[i])}, prefix + std::to_string(i)));
   std::vector<UOp> ret = raw;
   if (limited != dims) {
     ret.clear();

@@ -24,7 +24,10 @@ constexpr int64_t kCpuParallelMinWork = int64_t{1} << 15;
 
 // tinygrad's get_grouped_dims: SPECIALs named prefix<i> for dims, merged until they fit max_sizes
 // (empty: no limit), then split back with % and / so there is one index per dim.
+// sym_dims (optional, one per dim, empty UOp where concrete): a symbolic dim's size expression
+// (dims then holds its max); symbolic dims are never merged.
 std::vector<UOp> get_grouped_dims(const std::string& prefix, const std::vector<int64_t>& dims,
-                                  const std::vector<int64_t>& max_sizes, bool reverse = false);
+                                  const std::vector<int64_t>& max_sizes, bool reverse = false,
+                                  const std::vector<UOp>& sym_dims = {});
 
 }  // namespace tg

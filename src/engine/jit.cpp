@@ -1,5 +1,7 @@
 // TinyJit (tinygrad 0.9.2 engine/jit.py): call 1 runs, call 2 captures the ExecItems that run,
-// calls 3+ swap in the new input buffers and replay them. JIT=0 turns it off.
+// calls 3+ swap in the new input buffers and replay them. JIT=0 turns it off. Variable values
+// (from `vars` and the inputs' symbolic dims) are the replay's var_vals; symbolic outputs are
+// rebound to them.
 #include "tg/jit.hpp"
 
 #include <cstdio>
@@ -13,15 +15,27 @@ namespace tg {
 
 namespace {
 struct InputSig {
-  Shape shape;
+  std::string shape;   // symbolic dims as their (unbound) expressions
   DType dtype;
   std::string device;
   bool operator==(const InputSig&) const = default;
 };
 std::string sig_str(const std::vector<InputSig>& s) {
   std::string out = "[";
-  for (size_t i = 0; i < s.size(); i++) out += (i ? ", " : "") + to_str(s[i].shape) + " " + s[i].dtype.str() + " " + s[i].device;
+  for (size_t i = 0; i < s.size(); i++) out += (i ? ", " : "") + s[i].shape + " " + s[i].dtype.str() + " " + s[i].device;
   return out + "]";
+}
+std::string shape_sig(const Tensor& t) {
+  if (!t.is_symbolic()) return to_str(t.shape());
+  std::string out = "(";
+  auto ss = t.sym_shape();
+  for (size_t i = 0; i < ss.size(); i++) out += (i ? ", " : "") + (ss[i].is_const() ? std::to_string(ss[i].const_value()) : ss[i].render());
+  return out + ")";
+}
+std::string names_str(const VarBindings& v) {
+  std::string out = "{";
+  for (auto& [k, x] : v) out += (out.size() > 1 ? ", " : "") + k;
+  return out + "}";
 }
 void realize_all(std::vector<Tensor>& r) {
   if (r.empty()) return;
@@ -31,33 +45,68 @@ void realize_all(std::vector<Tensor>& r) {
 }  // namespace
 
 struct TinyJit::State {
-  Fn fn;
+  FnV fn;
+  std::vector<std::string> var_names;                  // the captured variable set
   int cnt = 0;
   std::vector<ExecItem> jit_cache;
   std::vector<std::pair<size_t, size_t>> input_pos;   // (item, buf) of each input use
   std::vector<size_t> input_idx;                       // which input it is
   std::vector<InputSig> expected;
   std::vector<Tensor> ret;
+  VarBindings captured_vals;
 };
 
-TinyJit::TinyJit(Fn fn) : s_(std::make_shared<State>()) { s_->fn = std::move(fn); }
+namespace {
+// outputs of a replay: the captured buffers seen through trackers bound to this call's values
+std::vector<Tensor> rebind(const std::vector<Tensor>& ret, const VarBindings& vals) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ret) {
+    LazyBufferPtr lb = Access::lazydata(t);
+    if (!lb->st.symbolic() || vals.empty()) { out.push_back(t); continue; }
+    LazyBufferPtr base = lb->base();
+    out.push_back(Access::from_lazydata(LazyBuffer::create(lb->device, lb->st.bind(vals), lb->dtype, {}, {}, {}, base)));
+  }
+  return out;
+}
+}  // namespace
+
+TinyJit::TinyJit(Fn fn) : s_(std::make_shared<State>()) {
+  s_->fn = [f = std::move(fn)](const std::vector<Tensor>& in, const std::vector<Variable>&) { return f(in); };
+}
+TinyJit::TinyJit(FnV fn) : s_(std::make_shared<State>()) { s_->fn = std::move(fn); }
 int TinyJit::cnt() const { return s_->cnt; }
 size_t TinyJit::captured_kernels() const { return s_->jit_cache.size(); }
 void TinyJit::reset() {
-  Fn fn = std::move(s_->fn);
+  FnV fn = std::move(s_->fn);
   s_ = std::make_shared<State>();
   s_->fn = std::move(fn);
 }
 
-std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
+std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) { return (*this)(inputs_in, {}); }
+
+std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, const std::vector<Variable>& vars) {
   State& s = *s_;
+  VarBindings var_vals;
+  auto add_val = [&](const std::string& k, int64_t v) {
+    auto [it, fresh] = var_vals.emplace(k, v);
+    if (!fresh && it->second != v)
+      throw Error("TinyJit: variable '" + k + "' has two values (" + std::to_string(it->second) + " and " + std::to_string(v) +
+                  "); bind it to one value per call");
+  };
+  for (const Variable& v : vars) {
+    if (!v.val()) throw Error("TinyJit: variable '" + v.name() + "' is not bound; pass Variable(...).bind(value)");
+    add_val(v.name(), *v.val());
+  }
+  for (const Tensor& t : inputs_in)
+    if (t.is_symbolic())
+      for (auto& [k, v] : Access::lazydata(t)->st.var_vals()) add_val(k, v);
   std::vector<Tensor> inputs;
   for (auto& t : inputs_in) inputs.push_back(t.contiguous());   // inputs become realized buffers
   realize_all(inputs);
   std::vector<InputSig> sig;
   std::vector<std::shared_ptr<Buffer>> input_bufs;
   for (auto& t : inputs) {
-    sig.push_back({t.shape(), t.dtype(), t.device()});
+    sig.push_back({shape_sig(t), t.dtype(), t.device()});
     input_bufs.push_back(Access::lazydata(t)->base()->buffer);
   }
   // the replay finds inputs by buffer: one buffer as two inputs would bind both to whichever comes last
@@ -67,8 +116,10 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
         throw Error("TinyJit: inputs " + std::to_string(a) + " and " + std::to_string(b) + " are the same buffer " + sig_str({sig[a]}) +
                     "; pass it once and use it twice inside the function");
 
+  std::vector<std::string> names;
+  for (auto& [k, v] : var_vals) names.push_back(k);
   if (getenv("JIT", 1) == 0) {
-    auto r = s.fn(inputs);
+    auto r = s.fn(inputs, vars);
     realize_all(r);
     return r;
   }
@@ -76,25 +127,31 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
     if (sig != s.expected)
       throw Error("TinyJit: inputs changed after capture: captured with " + sig_str(s.expected) + ", called with " + sig_str(sig) +
                   "; use a new TinyJit (or reset()) for a different input signature");
+    if (names != s.var_names)
+      throw Error("TinyJit: the variables changed after capture: captured with " + names_str(s.captured_vals) + ", called with " +
+                  names_str(var_vals) + "; pass the same Variables on every call (or use a new TinyJit)");
     for (size_t k = 0; k < s.input_pos.size(); k++) {
       auto [j, i] = s.input_pos[k];
       s.jit_cache[j].bufs[i] = input_bufs[s.input_idx[k]];
     }
     profile::Span span("TinyJit replay");
     span.arg("kernels", std::to_string(s.jit_cache.size()));
-    for (auto& ei : s.jit_cache) ei.run({}, false, true);
+    const VarVals vv(var_vals.begin(), var_vals.end());
+    for (auto& ei : s.jit_cache) ei.run(vv, false, true);
     s.cnt++;
-    return s.ret;
+    return rebind(s.ret, var_vals);
   }
   if (s.cnt == 1) {
     std::vector<ExecItem> captured;
     profile::Span span("TinyJit capture");
     {
       CaptureScope scope(&captured);
-      s.ret = s.fn(inputs);
+      s.ret = s.fn(inputs, vars);
       realize_all(s.ret);
     }
     s.expected = sig;
+    s.var_names = names;
+    s.captured_vals = var_vals;
     s.jit_cache = std::move(captured);
     for (size_t j = 0; j < s.jit_cache.size(); j++)
       for (size_t i = 0; i < s.jit_cache[j].bufs.size(); i++)
@@ -108,7 +165,7 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
     span.arg("kernels", std::to_string(s.jit_cache.size()));
     return s.ret;
   }
-  auto r = s.fn(inputs);
+  auto r = s.fn(inputs, vars);
   realize_all(r);
   s.cnt = 1;
   return r;

@@ -164,7 +164,17 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
   auto k = std::make_unique<Kernel>(ast, renderer);
   k->required_optimizations();
   if (getenv("NOOPT")) return k;
-  k->hand_coded_optimizations();
+  if (k->vars.empty()) {
+    k->hand_coded_optimizations();
+  } else {
+    // the heuristics assume concrete dims: an opt that lands on a symbolic dim drops them all
+    try {
+      k->hand_coded_optimizations();
+    } catch (const KernelOptError&) {
+      k = std::make_unique<Kernel>(ast, renderer);
+      k->required_optimizations();
+    }
+  }
   if (const int64_t beam = getenv("BEAM"); beam >= 1) {
     Kernel kb(ast, renderer);
     kb.required_optimizations();
@@ -331,8 +341,10 @@ void run_schedule(std::vector<ScheduleItem> schedule, const VarVals& var_vals, b
       }
     }();
     if (graph) graph::log_exec(ei, si.n_outputs);
+    VarVals vv = var_vals;
+    for (auto& [k, v] : si.var_vals) vv.emplace(k, v);   // the caller's values win (TinyJit)
     try {
-      ei.run(var_vals, false, false, do_update_stats);
+      ei.run(si.var_vals.empty() ? var_vals : vv, false, false, do_update_stats);
     } catch (const Error& e) {
       throw Error(e.what() + origin_note("running", trimmed(ei.prg->display_name), si.metadata));
     }

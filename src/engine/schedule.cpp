@@ -108,11 +108,45 @@ Arg const_arg(const ConstType& v) {
   return std::visit([](auto x) -> Arg { return x; }, v);
 }
 
+// The symbolic form of the view-after-reduce rewrite below: st's views get the (permuted) reduce dims appended.
+ShapeTracker sym_reduce_view(const ShapeTracker& input_st, const ShapeTracker& st, const std::vector<int64_t>& axis) {
+  auto [tmp, unused] = permute_reduce(input_st, axis);
+  (void)unused;
+  std::vector<sint> full = tmp.sym_shape();
+  std::vector<sint> rshape(full.end() - static_cast<int64_t>(axis.size()), full.end());
+  sint prshape = 1;
+  for (auto& x : rshape) prshape = prshape * x;
+  std::vector<sint> rstrides(rshape.size(), 0);
+  sint acc = 1;
+  for (size_t i = rshape.size(); i-- > 0;) {
+    rstrides[i] = rshape[i].is_const() && rshape[i].const_value() == 1 ? sint(0) : acc;
+    acc = acc * rshape[i];
+  }
+  std::vector<View> nv;
+  for (const View& v : st.views) {
+    SymView s = v.as_sym();
+    VarBindings vals = s.vals;
+    for (auto& [k, x] : tmp.var_vals()) vals.emplace(k, x);
+    std::vector<sint> shape = s.shape, strides;
+    for (auto& x : rshape) shape.push_back(x.unbind());
+    for (auto& x : s.strides) strides.push_back(x * prshape.unbind());
+    for (auto& x : rstrides) strides.push_back(x.unbind());
+    std::optional<SMask> mask;
+    if (s.mask) {
+      mask = *s.mask;
+      for (auto& x : rshape) mask->emplace_back(0, x.unbind());
+    }
+    nv.push_back(View::create_sym(shape, strides, s.offset * prshape.unbind(), mask, vals));
+  }
+  return tmp + ShapeTracker(nv);
+}
+
 // A group of LazyBuffers realized by one ScheduleItem, before buffers are attached.
 struct LBScheduleItem {
   MetaOps kind = MetaOps::KERNEL;
   UOp ast;
   std::vector<LazyBufferPtr> outputs, inputs;
+  VarBindings var_vals;   // values of the Variables in the (unbound) ast
   std::vector<const Metadata*> metadata;   // every op it fuses, in order of first use
 };
 
@@ -137,8 +171,8 @@ class GroupLowerer {
     for (LB o : outs_) si.outputs.push_back(o->shared_from_this());
     if (out->op_is(MetaOps::COPY) && getenv("USE_COPY_KERNEL") && dev_kind(out->device) == dev_kind(out->srcs[0]->device)) {
       ShapeTracker st = ShapeTracker::from_shape({std::get<int64_t>(out->arg)});
-      UOp rd(Ops::LOAD, dtypes::uint8, {define_global(dtypes::uint8, 1), st_uop(st)});
-      si.ast = UOp(Ops::SINK, dtypes::void_, {UOp(Ops::STORE, dtypes::void_, {define_global(dtypes::uint8, 0), st_uop(st), rd})});
+      UOp rd(Ops::LOAD, dtypes::uint8, {define_global(dtypes::uint8, 1), sst(st)});
+      si.ast = UOp(Ops::SINK, dtypes::void_, {UOp(Ops::STORE, dtypes::void_, {define_global(dtypes::uint8, 0), sst(st), rd})});
       si.inputs.push_back(out->srcs[0]->base());
       add_metadata(out);
       si.metadata = std::move(metadata_);
@@ -158,6 +192,7 @@ class GroupLowerer {
       if (reads_fused_arange_) throw UnfusableArange(e.what());
       throw;
     }
+    si.var_vals = var_vals_;
     for (LB x : inputs_) si.inputs.push_back(x->shared_from_this());
     si.metadata = std::move(metadata_);
     return si;
@@ -172,8 +207,12 @@ class GroupLowerer {
     std::vector<UOp> stores;
     for (size_t i = 0; i < outs_.size(); i++) {
       LB o = outs_[i];
-      Shape oshape = rinfo_.empty() ? o->shape() : reduce_shape(rinfo_.back().second.input_st.shape(), rinfo_.back().second.axis);
-      ShapeTracker output_st = ShapeTracker::from_shape(oshape);
+      ShapeTracker output_st = o->fresh_st();
+      if (!rinfo_.empty()) {
+        std::vector<sint> oshape = rinfo_.back().second.input_st.sym_shape();
+        for (int64_t a : rinfo_.back().second.axis) oshape[a] = 1;
+        output_st = ShapeTracker::from_sym_shape(oshape);
+      }
       UOp val = lazyop(o, output_st);
       if (o->op_is(MetaOps::ASSIGN)) {
         if (auto target_st = std::get_if<ShapeTracker>(&o->arg)) {
@@ -183,10 +222,14 @@ class GroupLowerer {
         }
       }
       output_st = output_st.simplify();
-      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), st_uop(output_st), val}));
+      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(output_st), val}));
     }
     return UOp(Ops::SINK, dtypes::void_, stores);
   }
+
+  VarBindings var_vals_;
+  // kernel ASTs hold unbound trackers (one kernel per expression); the values go with the item
+  UOp sst(const ShapeTracker& st) { return st_uop(st.unbind(&var_vals_)); }
 
   const std::vector<LB>& outs_;
   const LBSet& realizes_;
@@ -225,14 +268,19 @@ class GroupLowerer {
     LB base = buf->base().get();
     if (base->realized() || (realizes_.contains(base) && !is_output(base))) return std::nullopt;
     if (!buf->is_base()) { st = buf->st + st; buf = base; }
-    ShapeTracker input_st = buf->is_reduce() ? ShapeTracker::from_shape(buf->srcs[0]->shape()) : st;
+    ShapeTracker input_st = buf->is_reduce() ? buf->srcs[0]->fresh_st() : st;
     std::optional<StKey> top_reduce;
     for (auto& x : buf->srcs)
       if (auto r = recurse_reduceops(x.get(), input_st)) top_reduce = r;
     if (!buf->is_reduce()) return seen_ops_.emplace(StKey{buf, st}, top_reduce).first->second;
 
     std::vector<int64_t> axis = std::get<std::vector<int64_t>>(buf->arg);
-    if (!st.contiguous()) {
+    if (!st.contiguous() && (st.symbolic() || input_st.symbolic())) {
+      input_st = sym_reduce_view(input_st, st, axis);
+      size_t n = axis.size(), nd = input_st.shape().size();
+      axis.clear();
+      for (size_t i = nd - n; i < nd; i++) axis.push_back(static_cast<int64_t>(i));
+    } else if (!st.contiguous()) {
       // the view after the reduce becomes a view of the reduce input, reduce dims appended
       auto [tmp, rshape] = permute_reduce(input_st, axis);
       int64_t prshape = prod(rshape);
@@ -258,7 +306,9 @@ class GroupLowerer {
     } else if (top_reduce) {
       ReduceInfo top = *find_rinfo(*top_reduce);
       LazyBuffer& src = *buf->srcs[0];
-      if (!src.is_base() && src.base().get() == top_reduce->lb && buf->op == top_reduce->lb->op) {
+      // (symbolic trackers don't take part: their keys wouldn't line up after the merge)
+      if (!src.is_base() && src.base().get() == top_reduce->lb && buf->op == top_reduce->lb->op && !st.symbolic() &&
+          !top.input_st.symbolic() && !top_reduce->st.symbolic()) {
         // merge this reduce into its parent reduce
         std::vector<int64_t> new_axis = axis;
         new_axis.insert(new_axis.end(), top.axis.begin(), top.axis.end());
@@ -300,7 +350,7 @@ class GroupLowerer {
   UOp load_or_const(LB buf, const ShapeTracker& st_in) {
     ShapeTracker st = st_in.simplify();
     if (buf->op_is(MetaOps::CONST) && !buf->realized())
-      return UOp(Ops::CONST, buf->dtype, {st_uop(st)}, const_arg(std::get<ConstType>(buf->arg)));
+      return UOp(Ops::CONST, buf->dtype, {sst(st)}, const_arg(std::get<ConstType>(buf->arg)));
     if (auto it = assign_targets_.find(buf); it != assign_targets_.end()) {
       // the target is read and written in place: only an unpermuted (possibly shrunk) view is safe
       bool ok = st.contiguous();
@@ -310,11 +360,11 @@ class GroupLowerer {
       }
       if (!ok)
         throw Error("assign: the self operand of an augmented assign must be contiguous; use a += a.T.contiguous() instead of a += a.T");
-      return UOp(Ops::LOAD, buf->dtype, {define_global(buf->dtype, it->second), st_uop(st)});
+      return UOp(Ops::LOAD, buf->dtype, {define_global(buf->dtype, it->second), sst(st)});
     }
     auto [it, fresh] = input_idx_.emplace(buf, inputs_.size());
     if (fresh) inputs_.push_back(buf);
-    return UOp(Ops::LOAD, buf->dtype, {define_global(buf->dtype, outs_.size() + it->second), st_uop(st)});
+    return UOp(Ops::LOAD, buf->dtype, {define_global(buf->dtype, outs_.size() + it->second), sst(st)});
   }
 
   // the AST of buf read through st (_recursive_lazyop)
@@ -684,6 +734,7 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
     si.kind = lsi.kind;
     si.ast = Access::ast(lsi.ast);
     si.n_outputs = static_cast<int>(lsi.outputs.size());
+    si.var_vals = lsi.var_vals;
     for (const Metadata* m : lsi.metadata) si.metadata.push_back(m->str());
     for (auto* v : {&lsi.outputs, &lsi.inputs})
       for (auto& x : *v) if (x->size() != 0) si.bufs.push_back(x->buffer);

@@ -133,7 +133,7 @@ const std::shared_ptr<Buffer>& LazyBuffer::ensure_buffer() {
     const auto& sbuf = src.base()->ensure_buffer();
     buffer = sbuf->view(size(), dtype, src.st.views[0].offset * src.dtype.itemsize());
   } else {
-    buffer = std::make_shared<Buffer>(device, size(), dtype);
+    buffer = std::make_shared<Buffer>(device, st.symbolic() ? st.max_size() : size(), dtype);   // room for every value
   }
   buffer->ref(1);
   return buffer;
@@ -142,6 +142,7 @@ const std::shared_ptr<Buffer>& LazyBuffer::ensure_buffer() {
 // ---------------------------------------------------------------- properties
 
 int64_t LazyBuffer::size() const { return prod(st.shape()); }
+ShapeTracker LazyBuffer::fresh_st() const { return st.symbolic() ? ShapeTracker::from_sym_shape(st.sym_shape()) : ShapeTracker::from_shape(shape()); }
 LazyBufferPtr LazyBuffer::base() { return base_ ? base_ : shared_from_this(); }
 bool LazyBuffer::realized() const { return base_ == nullptr && buffer != nullptr && srcs.empty(); }
 bool LazyBuffer::is_realized() { return base()->realized(); }
@@ -168,6 +169,10 @@ std::string LazyBuffer::str() const {
 // ---------------------------------------------------------------- consts, assign, contiguous, cast, copy
 
 LazyBufferPtr LazyBuffer::const_(ConstType val, std::optional<Shape> shape) {
+  if (!shape && st.symbolic()) {
+    std::vector<sint> ss = st.sym_shape();
+    return metaop(MetaOps::CONST, {}, dtype, device, val)->reshape(Shape(ss.size(), 1))->expand_sym(ss);
+  }
   Shape s = shape.value_or(this->shape());
   return metaop(MetaOps::CONST, {}, dtype, device, val)->reshape(Shape(s.size(), 1))->expand(s);
 }
@@ -212,11 +217,11 @@ LazyBufferPtr LazyBuffer::cast(DType to, bool bitcast, bool allow_buffer_view) {
   }
   LBOp cast_op = UnaryOps::CAST;
   if (bitcast) cast_op = can_view() && allow_buffer_view ? LBOp{MetaOps::VIEW} : LBOp{UnaryOps::BITCAST};
-  return create(device, ShapeTracker::from_shape(new_shape), to, cast_op, to, {shared_from_this()});
+  return create(device, new_shape == shape() ? fresh_st() : ShapeTracker::from_shape(new_shape), to, cast_op, to, {shared_from_this()});
 }
 
 LazyBufferPtr LazyBuffer::copy_(const std::string& to) {
-  return create(to, ShapeTracker::from_shape(shape()), dtype, MetaOps::COPY, int64_t{size() * dtype.itemsize()},
+  return create(to, fresh_st(), dtype, MetaOps::COPY, int64_t{size() * dtype.itemsize()},
                 {shared_from_this()});
 }
 
@@ -291,17 +296,24 @@ LazyBufferPtr LazyBuffer::alu_(LBOp op, const std::vector<LazyBufferPtr>& in_src
       }
     }
   }
-  return create(device, ShapeTracker::from_shape(shape()), out_dtype, op, {}, std::move(srcs));
+  ShapeTracker out_st = srcs[0]->fresh_st();   // before srcs is moved from
+  return create(device, out_st, out_dtype, op, {}, std::move(srcs));
 }
 
 // ---------------------------------------------------------------- reduce
 
 LazyBufferPtr LazyBuffer::reduce_op_(ReduceOps op, const std::vector<int64_t>& axis) {
   std::vector<int64_t> ax;
-  for (int64_t a : axis) if (shape()[a] != 1) ax.push_back(a);
+  // a symbolic dim is reduced even at the value 1: the kernel must serve every value
+  std::vector<sint> ss = st.sym_shape();
+  for (int64_t a : axis) if (shape()[a] != 1 || !ss[a].is_const()) ax.push_back(a);
   std::sort(ax.begin(), ax.end());
   ax.erase(std::unique(ax.begin(), ax.end()), ax.end());
   if (ax.empty()) return shared_from_this();
+  if (st.symbolic()) {
+    for (int64_t a : ax) ss[a] = 1;
+    return create(device, ShapeTracker::from_sym_shape(ss), dtype, op, ax, {shared_from_this()});
+  }
   return create(device, ShapeTracker::from_shape(reduce_shape(shape(), ax)), dtype, op, ax, {shared_from_this()});
 }
 
@@ -315,7 +327,7 @@ LazyBufferPtr LazyBuffer::r(ReduceOps op, const std::vector<int64_t>& axis) {
   if (prod(shape()) == 0 && prod(new_shape) != 0)
     return const_(op == ReduceOps::SUM ? ConstType{0.0} : dtypes::min(dtype), new_shape);
 
-  if (is_unrealized_unmasked_const()) {
+  if (is_unrealized_unmasked_const() && !st.symbolic()) {
     ConstType v = std::get<ConstType>(base()->arg);
     if (op == ReduceOps::SUM) {
       int64_t n = 1;
@@ -326,7 +338,7 @@ LazyBufferPtr LazyBuffer::r(ReduceOps op, const std::vector<int64_t>& axis) {
   }
 
   int64_t ratio = prod(new_shape) == 0 ? 0 : prod(shape()) / prod(new_shape);
-  if (!getenv("SPLIT_REDUCEOP", 1) || prod(shape()) == 0 || ratio < getenv("REDUCEOP_SPLIT_THRESHOLD", 32768))
+  if (!getenv("SPLIT_REDUCEOP", 1) || st.symbolic() || prod(shape()) == 0 || ratio < getenv("REDUCEOP_SPLIT_THRESHOLD", 32768))
     return reduce_op_(op, axis);
 
   // Few outputs and a long reduce: split the reduce dim into (divisor, rest), reduce rest first (many
@@ -359,11 +371,15 @@ LazyBufferPtr LazyBuffer::view_(const ShapeTracker& new_st) {
   bool empty_mask = mask && std::any_of(mask->begin(), mask->end(), [](auto& m) { return m.second - m.first == 0; });
   if (size() == 0 || empty_mask) return const_(int64_t{0}, new_st.shape());
   LazyBufferPtr b = base();
-  if (new_st.contiguous() && b->shape() == new_st.shape()) return b;
+  if (new_st.contiguous() && b->st.same_shape(new_st)) return b;
   return create(device, new_st, dtype, {}, {}, {}, b);
 }
 
 LazyBufferPtr LazyBuffer::reshape(const Shape& arg) { return view_(st.reshape(arg)); }
+LazyBufferPtr LazyBuffer::reshape_sym(const std::vector<sint>& arg) { return view_(st.reshape_sym(arg)); }
+LazyBufferPtr LazyBuffer::expand_sym(const std::vector<sint>& arg) { return view_(st.expand_sym(arg)); }
+LazyBufferPtr LazyBuffer::pad_sym(const SMask& arg) { return view_(st.pad_sym(arg)); }
+LazyBufferPtr LazyBuffer::shrink_sym(const SMask& arg) { return view_(st.shrink_sym(arg)); }
 LazyBufferPtr LazyBuffer::pad(const std::vector<std::pair<int64_t, int64_t>>& arg) { return view_(st.pad(arg)); }
 LazyBufferPtr LazyBuffer::expand(const Shape& arg) { return view_(st.expand(arg)); }
 LazyBufferPtr LazyBuffer::permute(const std::vector<int>& arg) { return view_(st.permute(arg)); }

@@ -48,7 +48,9 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   // a realized base over an existing Buffer (EMPTY op, no srcs); shape must have buf->size elements
   static LazyBufferPtr from_buffer(std::shared_ptr<Buffer> buf, const Shape& shape);
 
-  const Shape& shape() const { return st.shape(); }
+  const Shape& shape() const { return st.shape(); }   // symbolic dims at their bound value
+  std::vector<sint> sym_shape() const { return st.sym_shape(); }
+  ShapeTracker fresh_st() const;             // a contiguous tracker of this shape (symbolic dims kept)
   int64_t size() const;                      // elements of this shape, prod(shape()) (tinygrad 0.9.2's st.size)
   LazyBufferPtr base();                      // self when this is a base
   bool is_base() const { return base_ == nullptr; }
@@ -79,6 +81,10 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   LazyBufferPtr reshape(const Shape& arg);
   LazyBufferPtr pad(const std::vector<std::pair<int64_t, int64_t>>& arg);
   LazyBufferPtr expand(const Shape& arg);
+  LazyBufferPtr reshape_sym(const std::vector<sint>& arg);
+  LazyBufferPtr expand_sym(const std::vector<sint>& arg);
+  LazyBufferPtr pad_sym(const SMask& arg);
+  LazyBufferPtr shrink_sym(const SMask& arg);
   LazyBufferPtr permute(const std::vector<int>& arg);
   LazyBufferPtr shrink(const std::vector<std::pair<int64_t, int64_t>>& arg);
   LazyBufferPtr stride(const std::vector<int64_t>& arg);

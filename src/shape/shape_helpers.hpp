@@ -33,4 +33,18 @@ std::vector<int64_t> un1d(const Shape& shape, int64_t offs);
 
 std::string mask_str(const Mask& m);   // "((0, 2), (1, 3))"
 
+// symview.cpp: the int-argument movement ops and merging on a View with `sym` set
+std::vector<sint> sym_lift_reshape(const View& v, const Shape& ns);   // ints -> dims, symbolic ones kept (bound)
+std::optional<View> sym_reshape_ints(const View& v, const Shape& ns);
+View sym_expand_ints(const View& v, const Shape& ns);
+View sym_pad_ints(const View& v, const Mask& arg);
+View sym_shrink_ints(const View& v, const Mask& arg);
+View sym_permute(const View& v, const std::vector<int>& axis);
+View sym_stride(const View& v, const std::vector<int64_t>& mul);
+std::optional<View> sym_add(const View& vm2, const View& vm1);
+std::string sym_view_str(const View& v);
+bool sym_same(const sint& a, const sint& b);   // the same dim: structurally, or equal across the variables' ranges
+bool sym_equal(const SymView& a, const SymView& b);
+size_t sym_hash(const SymView& s);
+
 }  // namespace tg

@@ -12,6 +12,7 @@
 namespace tg {
 
 ShapeTracker ShapeTracker::from_shape(const Shape& shape) { return ShapeTracker({View::create(shape)}); }
+ShapeTracker ShapeTracker::from_sym_shape(const std::vector<sint>& shape) { return ShapeTracker({View::create_sym(shape)}); }
 
 static ShapeTracker with_last(const ShapeTracker& st, View v) {
   ShapeTracker ret = st;
@@ -26,12 +27,59 @@ ShapeTracker ShapeTracker::permute(const std::vector<int>& a) const { return wit
 ShapeTracker ShapeTracker::stride(const std::vector<int64_t>& m) const { return with_last(*this, views.back().stride(m)); }
 
 ShapeTracker ShapeTracker::reshape(const Shape& new_shape) const {
+  if (views.back().sym) return reshape_sym(sym_lift_reshape(views.back(), new_shape));
   if (getenv("MERGE_VIEW", 1))
     if (auto nv = views.back().reshape(new_shape)) return with_last(*this, *nv);
   ShapeTracker ret = *this;
   ret.views.push_back(View::create(new_shape));
   return ret;
 }
+
+ShapeTracker ShapeTracker::reshape_sym(const std::vector<sint>& new_shape) const {
+  if (getenv("MERGE_VIEW", 1))
+    if (auto nv = views.back().reshape_sym(new_shape)) return with_last(*this, *nv);
+  VarBindings vals = views.back().sym ? views.back().sym->vals : VarBindings{};
+  ShapeTracker ret = *this;
+  ret.views.push_back(View::create_sym(new_shape, std::nullopt, 0, std::nullopt, vals));
+  return ret;
+}
+ShapeTracker ShapeTracker::expand_sym(const std::vector<sint>& s) const { return with_last(*this, views.back().expand_sym(s)); }
+ShapeTracker ShapeTracker::pad_sym(const SMask& arg) const { return with_last(*this, views.back().pad_sym(arg)); }
+ShapeTracker ShapeTracker::shrink_sym(const SMask& arg) const { return with_last(*this, views.back().shrink_sym(arg)); }
+
+bool ShapeTracker::symbolic() const {
+  for (const View& v : views)
+    if (v.sym) return true;
+  return false;
+}
+std::vector<sint> ShapeTracker::sym_shape() const { return views.back().sym_shape(); }
+VarBindings ShapeTracker::var_vals() const {
+  VarBindings out;
+  for (const View& v : views) v.unbind(&out);
+  return out;
+}
+ShapeTracker ShapeTracker::unbind(VarBindings* vals) const {
+  if (!symbolic()) return *this;
+  ShapeTracker ret = *this;
+  for (View& v : ret.views) v = v.unbind(vals);
+  return ret;
+}
+ShapeTracker ShapeTracker::bind(const VarBindings& vals) const {
+  if (!symbolic()) return *this;
+  ShapeTracker ret = *this;
+  for (View& v : ret.views) v = v.bind(vals);
+  return ret;
+}
+bool ShapeTracker::same_shape(const ShapeTracker& o) const {
+  if (shape() != o.shape()) return false;
+  const View &a = views.back(), &b = o.views.back();
+  if (!a.sym && !b.sym) return true;
+  auto sa = a.as_sym().shape, sb = b.as_sym().shape;
+  for (size_t i = 0; i < sa.size(); i++)
+    if (sa[i].is_const() != sb[i].is_const() || (!sa[i].is_const() && !sa[i].same(sb[i]))) return false;
+  return true;
+}
+int64_t ShapeTracker::max_size() const { return views.back().max_size(); }
 
 ShapeTracker ShapeTracker::operator+(const ShapeTracker& st) const {
   ShapeTracker ret = *this;
@@ -114,6 +162,13 @@ static bool has_zero(const Shape& s) { return std::find(s.begin(), s.end(), 0) !
 
 std::vector<std::optional<int64_t>> ShapeTracker::real_strides(bool ignore_valid) const {
   const View& last = views.back();
+  if (symbolic()) {   // only a single unmasked view's constant strides are known for every value
+    std::vector<std::optional<int64_t>> ret(shape().size());
+    if (views.size() == 1 && !last.mask)
+      for (size_t i = 0; i < ret.size(); i++)
+        if (last.sym->strides[i].is_const()) ret[i] = last.sym->strides[i].const_value();
+    return ret;
+  }
   if ((views.size() == 1 && !last.mask) || has_zero(shape()))
     return std::vector<std::optional<int64_t>>(last.strides.begin(), last.strides.end());
   SymIndex s = analyze(*this);
@@ -140,6 +195,13 @@ std::vector<int> ShapeTracker::unit_stride_axes(bool ignore_valid) const {
 
 int64_t ShapeTracker::real_size() const {
   if (has_zero(shape())) return 0;
+  if (symbolic()) {   // the largest index at the variables' max
+    int64_t hi = views[0].offset;
+    const SymView s = views[0].as_sym();
+    hi = s.offset.vmax();
+    for (size_t i = 0; i < s.shape.size(); i++) hi += std::max<int64_t>(0, ((s.shape[i] - 1) * s.strides[i]).vmax());
+    return hi + 1;
+  }
   SymIndex s = analyze(*this);
   if (s.valid.is_false) return 0;
   return s.idx.max() + 1;
@@ -149,12 +211,39 @@ bool ShapeTracker::axis_is_masked(int axis) const {
   if (axis < 0 || axis >= static_cast<int>(shape().size()))
     throw Error("axis_is_masked: axis " + std::to_string(axis) + " out of range for " + to_str(shape()));
   if (has_zero(shape())) return false;
+  if (symbolic()) {   // conservative: any view with a mask may mask any axis
+    for (const View& v : views)
+      if (v.mask) return true;
+    return false;
+  }
   return analyze(*this).valid.vars.count(axis) > 0;
 }
 
 // ---- UOps (the lowerer's st_to_uops_graph) ----
 
+// a sint as an int32 UOp (Variables are DEFINE_VARs; kernel ASTs hold unbound trackers)
+static UOp u32(const sint& x) {
+  if (x.is_const()) return UOp::const_(dtypes::int32, x.const_value());
+  const UOp& u = Access::uop(x);
+  return u->dtype == dtypes::int32 ? u : u.cast(dtypes::int32);
+}
+
+static void uop_view_sym(const SymView& v, const std::vector<UOp>& idxs, UOp& iexpr, UOp& vexpr) {
+  iexpr = u32(v.offset);
+  for (size_t i = 0; i < v.shape.size(); i++) {
+    const UOp& idx = idxs[i];
+    bool one = v.shape[i].is_const() && v.shape[i].const_value() == 1, zero = v.strides[i].is_const() && v.strides[i].const_value() == 0;
+    if (!one && !zero) iexpr = iexpr + idx * u32(v.strides[i]);
+    if (!v.mask) continue;
+    auto& [b, e] = (*v.mask)[i];
+    if (!(b.is_const() && b.const_value() == 0)) vexpr = vexpr * idx.ge(u32(b));
+    if (!(e.is_const() && v.shape[i].is_const() && e.const_value() == v.shape[i].const_value()) && !(!e.is_const() && e.same(v.shape[i])))
+      vexpr = vexpr * idx.lt(u32(e));
+  }
+}
+
 static void uop_view(const View& v, const std::vector<UOp>& idxs, UOp& iexpr, UOp& vexpr) {
+  if (v.sym) return uop_view_sym(*v.sym, idxs, iexpr, vexpr);
   iexpr = UOp::const_(dtypes::int32, v.offset);
   for (size_t i = 0; i < v.shape.size(); i++) {
     const UOp& idx = idxs[i];
@@ -169,11 +258,13 @@ static void uop_view(const View& v, const std::vector<UOp>& idxs, UOp& iexpr, UO
 std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UOp>& idxs) {
   std::vector<UOp> ids = idxs;
   if (ids.empty()) {
-    for (size_t i = 0; i < st.shape().size(); i++)
+    for (size_t i = 0; i < st.shape().size(); i++) {
+      int64_t hi = st.views.back().sym ? st.views.back().sym->shape[i].vmax() : st.shape()[i];
       ids.emplace_back(Ops::DEFINE_VAR, dtypes::int32,
                        std::vector<UOp>{UOp::const_(dtypes::int32, int64_t{0}),
-                                        UOp::const_(dtypes::int32, std::max<int64_t>(0, st.shape()[i] - 1))},
+                                        UOp::const_(dtypes::int32, std::max<int64_t>(0, hi - 1))},
                        "idx" + std::to_string(i));
+    }
   }
   if (ids.size() != st.shape().size())
     throw Error("to_indexed_uops: got " + std::to_string(ids.size()) + " idxs for shape " + to_str(st.shape()) +
@@ -183,10 +274,18 @@ std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UO
   for (size_t k = st.views.size() - 1; k-- > 0;) {
     View v = st.views[k].minify();
     std::vector<UOp> vidx(v.shape.size());
-    int64_t acc = 1;
-    for (size_t d = v.shape.size(); d-- > 0;) {
-      vidx[d] = (idx / acc) % v.shape[d];
-      acc *= v.shape[d];
+    if (v.sym) {
+      UOp acc = UOp::const_(dtypes::int32, int64_t{1});
+      for (size_t d = v.shape.size(); d-- > 0;) {
+        vidx[d] = (idx / acc) % u32(v.sym->shape[d]);
+        acc = acc * u32(v.sym->shape[d]);
+      }
+    } else {
+      int64_t acc = 1;
+      for (size_t d = v.shape.size(); d-- > 0;) {
+        vidx[d] = (idx / acc) % v.shape[d];
+        acc *= v.shape[d];
+      }
     }
     uop_view(v, vidx, idx, valid);
   }

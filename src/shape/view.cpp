@@ -142,6 +142,7 @@ View View::create(const Shape& shape, std::optional<std::vector<int64_t>> stride
 int64_t View::size() const { return prod(shape); }
 
 View View::minify() const {
+  if (sym) return *this;
   Shape min_shape;
   for (auto& m : merge_dims(shape, strides, mask)) min_shape.push_back(m.size);
   auto nv = reshape(min_shape);
@@ -170,6 +171,7 @@ static View unsafe_resize(const View& v, const Mask& arg, std::optional<Mask> ma
 }
 
 View View::pad(const Mask& arg) const {
+  if (sym) return sym_pad_ints(*this, arg);
   if (arg.size() != shape.size()) bad_arg("pad", mask_str(arg), shape, "need one (before, after) pair per axis");
   for (auto& [b, e] : arg) if (b < 0 || e < 0) bad_arg("pad", mask_str(arg), shape, "pads must be >= 0 (use shrink to cut)");
   bool any = false;
@@ -184,6 +186,7 @@ View View::pad(const Mask& arg) const {
 }
 
 View View::shrink(const Mask& arg) const {
+  if (sym) return sym_shrink_ints(*this, arg);
   if (arg.size() != shape.size()) bad_arg("shrink", mask_str(arg), shape, "need one (begin, end) pair per axis");
   for (size_t i = 0; i < shape.size(); i++)
     if (!(0 <= arg[i].first && arg[i].first <= arg[i].second && arg[i].second <= shape[i]))
@@ -192,6 +195,7 @@ View View::shrink(const Mask& arg) const {
 }
 
 View View::expand(const Shape& new_shape) const {
+  if (sym) return sym_expand_ints(*this, new_shape);
   if (new_shape.size() != shape.size()) bad_arg("expand", to_str(new_shape), shape, "need the same number of dims");
   for (int64_t x : new_shape) if (x < 0) bad_arg("expand", to_str(new_shape), shape, "dims must be >= 0");
   if (has_zero(shape)) {
@@ -216,6 +220,13 @@ View View::expand(const Shape& new_shape) const {
 }
 
 View View::permute(const std::vector<int>& axis) const {
+  if (sym && axis.size() == shape.size()) {
+    std::vector<int> sorted_ax(axis);
+    std::sort(sorted_ax.begin(), sorted_ax.end());
+    bool perm = true;
+    for (size_t i = 0; i < sorted_ax.size(); i++) perm &= sorted_ax[i] == static_cast<int>(i);
+    if (perm) return sym_permute(*this, axis);
+  }
   std::vector<int> sorted(axis);
   std::sort(sorted.begin(), sorted.end());
   bool ok = axis.size() == shape.size();
@@ -234,6 +245,7 @@ View View::permute(const std::vector<int>& axis) const {
 }
 
 View View::stride(const std::vector<int64_t>& mul) const {
+  if (sym && mul.size() == shape.size() && std::find(mul.begin(), mul.end(), 0) == mul.end()) return sym_stride(*this, mul);
   if (mul.size() != shape.size()) bad_arg("stride", to_str(mul), shape, "need one multiplier per axis");
   for (int64_t m : mul) if (m == 0) bad_arg("stride", to_str(mul), shape, "multipliers must be nonzero (negative flips)");
   std::vector<int64_t> nst;
@@ -255,6 +267,7 @@ View View::stride(const std::vector<int64_t>& mul) const {
 }
 
 std::optional<View> View::reshape(const Shape& new_shape) const {
+  if (sym) return sym_reshape_ints(*this, new_shape);
   if (shape == new_shape) return *this;
   for (int64_t x : new_shape)
     if (x < 0) bad_arg("reshape", to_str(new_shape), shape, "dims must be >= 0 (the Tensor resolves -1)");
@@ -308,6 +321,7 @@ struct LinTerm {
 // View.__add__: the single view equal to applying *this (vm2, below) then vm1 (above), if any.
 std::optional<View> View::operator+(const View& vm1) const {
   const View& vm2 = *this;
+  if (vm2.sym || vm1.sym) return sym_add(vm2, vm1);
   if (vm2.contiguous) return vm1;
   if (vm1.contiguous && vm1.shape == vm2.shape) return vm2;
   if (vm1.contiguous && vm1.size() == vm2.size())
@@ -397,6 +411,7 @@ std::optional<View> View::operator+(const View& vm1) const {
 }
 
 std::optional<View> View::invert(const Shape& out_shape) const {
+  if (sym) return std::nullopt;
   View ret = View::create(shape);
   if (mask) ret = ret.shrink(*mask);
   std::vector<int64_t> flips;
@@ -426,12 +441,15 @@ std::optional<View> View::invert(const Shape& out_shape) const {
 }
 
 std::string View::str() const {
+  if (sym) return sym_view_str(*this);
   return "View(shape=" + to_str(shape) + ", strides=" + to_str(strides) + ", offset=" + std::to_string(offset) +
          ", mask=" + (mask ? mask_str(*mask) : "None") + ", contiguous=" + (contiguous ? "True" : "False") + ")";
 }
 
 bool View::operator==(const View& o) const {
-  return shape == o.shape && strides == o.strides && offset == o.offset && mask == o.mask && contiguous == o.contiguous;
+  if (!(shape == o.shape && strides == o.strides && offset == o.offset && mask == o.mask && contiguous == o.contiguous)) return false;
+  if (!sym || !o.sym) return !sym && !o.sym;
+  return sym == o.sym || sym_equal(*sym, *o.sym);
 }
 
 static void hash_mix(size_t& h, int64_t v) { h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
@@ -443,6 +461,7 @@ size_t View::hash() const {
   hash_mix(h, offset);
   hash_mix(h, mask ? 1 : 0);
   if (mask) for (auto& [b, e] : *mask) { hash_mix(h, b); hash_mix(h, e); }
+  if (sym) hash_mix(h, static_cast<int64_t>(sym_hash(*sym)));
   return h;
 }
 

@@ -62,6 +62,10 @@ Tensor Tensor::eye(int64_t n, Opts opts) { TG_OP("eye"); return eye(n, n, std::m
 
 Tensor Tensor::full_like(ConstType fill, Opts opts) const {
   TG_OP("full_like");
+  if (is_symbolic()) {   // keep the symbolic dims: the constant expands to the same expressions
+    Opts o{opts.dtype.value_or(dtype()), opts.device.empty() ? device() : opts.device, opts.requires_grad};
+    return Tensor(fill, o).reshape(Shape(ndim(), 1)).expand_sym(sym_shape());
+  }
   return full(shape(), fill, Opts{opts.dtype.value_or(dtype()), opts.device.empty() ? device() : opts.device, opts.requires_grad});
 }
 Tensor Tensor::zeros_like(Opts opts) const { TG_OP("zeros_like"); return full_like(ConstType(int64_t{0}), std::move(opts)); }

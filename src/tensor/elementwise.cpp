@@ -70,6 +70,7 @@ std::pair<Tensor, Tensor> broadcasted(const Tensor& x0, const Operand& y0, bool 
     x = x.cast(out), y = y.cast(out);
   }
   if (reverse) std::swap(x, y);
+  if (x.is_symbolic() || y.is_symbolic()) return broadcast_sym(x, y, op);
   Shape out = broadcast_shape({x.shape(), y.shape()}, op);
   return {broadcast_to(x, out, op), broadcast_to(y, out, op)};
 }

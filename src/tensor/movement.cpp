@@ -170,6 +170,11 @@ Tensor Tensor::squeeze(std::optional<int> dim) const {
 Tensor Tensor::unsqueeze(int dim) const {
   TG_OP("unsqueeze");
   int d = resolve_dim(*this, dim, "unsqueeze", true);
+  if (is_symbolic()) {   // by position: a symbolic dim at value 1 looks like the new unit dim
+    std::vector<sint> ss = sym_shape();
+    ss.insert(ss.begin() + d, sint(1));
+    return reshape_sym(ss);
+  }
   Shape ns = shape();
   ns.insert(ns.begin() + d, 1);
   return reshape(ns);
@@ -187,6 +192,8 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
       throw Error("cat: shapes " + to_str(first.shape()) + " and " + to_str(t.shape()) + " must match in every dim but dim " +
                   std::to_string(d));
   }
+  for (const Tensor& t : ts)
+    if (t.is_symbolic()) return detail::cat_sym(ts, d);
   int64_t total = 0;
   for (const Tensor& t : ts) total += t.shape()[d];
   std::optional<Tensor> ret;

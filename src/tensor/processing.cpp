@@ -111,6 +111,7 @@ Tensor tri(int64_t r, int64_t c, int64_t diagonal, const Opts& opts) {
 // ---- matmul
 Tensor Tensor::dot(const Tensor& w, std::optional<DType> acc_dtype) const {
   TG_OP("dot");
+  if (is_symbolic() || w.is_symbolic()) return detail::dot_sym(*this, w, acc_dtype);
   int64_t n1 = ndim(), n2 = w.ndim();
   if (n1 == 0 || n2 == 0)
     throw Error("matmul: both arguments need at least 1 dim, got shapes " + to_str(shape()) + " and " + to_str(w.shape()));

@@ -28,7 +28,14 @@ template <class Fn>
 Tensor reduce(const Tensor& t, const Axes& axis, bool keepdim, const char* op) {
   std::vector<int> ax = reduce_axes(t, axis, op);
   Tensor ret = apply<Fn>({t}, std::vector<int64_t>(ax.begin(), ax.end()));
-  return keepdim ? ret : ret.reshape(drop_axes(t.shape(), ax));
+  if (keepdim) return ret;
+  if (ret.is_symbolic()) {   // drop the reduced axes by position: symbolic dims can't be matched by value
+    std::vector<sint> ss = ret.sym_shape(), out;
+    for (size_t i = 0; i < ss.size(); i++)
+      if (std::find(ax.begin(), ax.end(), static_cast<int>(i)) == ax.end()) out.push_back(ss[i]);
+    return ret.reshape_sym(out);
+  }
+  return ret.reshape(drop_axes(t.shape(), ax));
 }
 // elements folded into each output by a reduction over axis
 int64_t reduced_count(const Tensor& t, const Axes& axis, const char* op) {

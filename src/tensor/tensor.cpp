@@ -180,6 +180,13 @@ std::vector<uint8_t> data_bytes(const Tensor& t) {
   LazyBufferPtr base = lb(cpu)->base();
   TG_ASSERT(base->buffer != nullptr, "realized tensor has no buffer");
   std::vector<uint8_t> out(static_cast<size_t>(t.nbytes()));
+  const size_t held = static_cast<size_t>(base->buffer->nbytes());
+  if (held > out.size()) {   // a symbolic tensor's buffer has room for the max; the values come first
+    std::vector<uint8_t> all(held);
+    base->buffer->copyout(all.data(), all.size());
+    std::copy(all.begin(), all.begin() + static_cast<int64_t>(out.size()), out.begin());
+    return out;
+  }
   base->buffer->copyout(out.data(), out.size());
   return out;
 }

@@ -40,6 +40,10 @@ Tensor operand_tensor(const Tensor& x, const Operand& y);
 std::pair<Tensor, Tensor> broadcasted(const Tensor& x, const Operand& y, bool reverse = false, bool match_dtype = true,
                                       const char* op = "broadcast");
 Tensor broadcast_to(const Tensor& x, const Shape& shape, const char* op = "expand");
+// symbolic.cpp: broadcasting and cat when a dim holds a Variable
+std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const char* op);
+Tensor cat_sym(const std::vector<Tensor>& ts, int d);
+Tensor dot_sym(const Tensor& a, const Tensor& w, std::optional<DType> acc_dtype);
 std::vector<int64_t> make_pair(const Shape& v, size_t n, const char* op, const char* what);
 // tinygrad's _pool: (..., *spatial) -> (..., *out, *kernel)
 Tensor pool(const Tensor& x, const Shape& k, const Shape& stride, const Shape& dilation, const char* op);

@@ -25,7 +25,32 @@ std::pair<UOp, UOp> unify(const UOp& a, const UOp& b) {
   DType dt = da == db ? da : least_upper_dtype(da, db);
   return {to_dtype(a, dt), to_dtype(b, dt)};
 }
-Expr make(const UOp& u) { return Access::expr(simplify(u)); }
+// Bindings of a result: both sides' values; one variable with two values is a user error.
+std::shared_ptr<const VarBindings> merge(const std::shared_ptr<const VarBindings>& a, const std::shared_ptr<const VarBindings>& b) {
+  if (!a || a->empty()) return b;
+  if (!b || b->empty() || a == b) return a;
+  auto out = std::make_shared<VarBindings>(*a);
+  for (auto& [k, v] : *b) {
+    auto [it, fresh] = out->emplace(k, v);
+    if (!fresh && it->second != v)
+      throw Error("Expr: variable '" + k + "' is bound to both " + std::to_string(it->second) + " and " + std::to_string(v) +
+                  " in one expression; bind each variable to one value");
+  }
+  return out;
+}
+}  // namespace
+
+struct ExprAccess {
+  static Expr make(const UOp& u, std::shared_ptr<const VarBindings> b) {
+    Expr e = Access::expr(simplify(u));
+    if (!e.is_const()) e.b_ = std::move(b);
+    return e;
+  }
+  static const std::shared_ptr<const VarBindings>& b(const Expr& e) { return e.b_; }
+};
+
+namespace {
+Expr make2(const UOp& u, const Expr& x, const Expr& y) { return ExprAccess::make(u, merge(ExprAccess::b(x), ExprAccess::b(y))); }
 
 void check_divisor(const Expr& a, const Expr& b, const char* op) {
   if (b.is_const() && b.const_value() == 0)
@@ -46,23 +71,43 @@ int64_t Expr::const_value() const {
 int64_t Expr::eval(const std::unordered_map<std::string, int64_t>& vars) const { return const_to_int(eval_uop(*u_, vars)); }
 bool Expr::same(const Expr& o) const { return *u_ == *o.u_; }
 
-Expr Expr::lt(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.lt(b)); }
-Expr Expr::max(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.max(b)); }
-Expr Expr::min(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.min(b)); }
-Expr Expr::operator-() const { auto [a, b] = unify(*u_, *u_); return make(-a); }
+Expr Expr::lt(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make2(a.lt(b), *this, o); }
+Expr Expr::max(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make2(a.max(b), *this, o); }
+Expr Expr::min(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make2(a.min(b), *this, o); }
+Expr Expr::operator-() const { auto [a, b] = unify(*u_, *u_); return make2(-a, *this, *this); }
 
-Expr operator+(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make(a + b); }
-Expr operator-(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make(a - b); }
-Expr operator*(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make(a * b); }
+const VarBindings& Expr::bindings() const {
+  static const VarBindings none;
+  return b_ ? *b_ : none;
+}
+Expr Expr::unbind() const { Expr r = *this; r.b_.reset(); return r; }
+Expr Expr::with_bindings(const VarBindings& b) const {
+  Expr r = *this;
+  if (!is_const() && !b.empty()) r.b_ = std::make_shared<const VarBindings>(b);
+  return r;
+}
+int64_t Expr::value() const {
+  if (is_const()) return const_value();
+  std::unordered_map<std::string, int64_t> vals(bindings().begin(), bindings().end());
+  for (const UOp& v : u_->vars())
+    if (!vals.count(v->as<std::string>()))
+      throw Error("Expr " + render() + ": variable '" + v->as<std::string>() + "' has no value; bind it, e.g. Variable(\"" +
+                  v->as<std::string>() + "\", lo, hi).bind(v)");
+  return eval(vals);
+}
+
+Expr operator+(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make2(a + b, x, y); }
+Expr operator-(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make2(a - b, x, y); }
+Expr operator*(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make2(a * b, x, y); }
 Expr operator/(const Expr& x, const Expr& y) {
   check_divisor(x, y, "//");
   auto [a, b] = unify(*x.u_, *y.u_);
-  return make(a.alu(BinaryOps::IDIV, b));
+  return make2(a.alu(BinaryOps::IDIV, b), x, y);
 }
 Expr operator%(const Expr& x, const Expr& y) {
   check_divisor(x, y, "%");
   auto [a, b] = unify(*x.u_, *y.u_);
-  return make(a % b);
+  return make2(a % b, x, y);
 }
 
 // ---------------------------------------------------------------- Variable
@@ -84,6 +129,7 @@ Variable Variable::bind(int64_t v) const {
                 std::to_string(v) + "): value is outside the variable's range");
   Variable r = *this;
   r.val_ = v;
+  r.b_ = std::make_shared<const VarBindings>(VarBindings{{name_, v}});
   return r;
 }
 
@@ -91,6 +137,7 @@ std::pair<Variable, int64_t> Variable::unbind() const {
   if (!val_) throw Error("Variable('" + name_ + "').unbind(): the variable is not bound; call bind(v) first");
   Variable r = *this;
   r.val_.reset();
+  r.b_.reset();
   return {r, *val_};
 }
 

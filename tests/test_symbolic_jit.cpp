@@ -1,0 +1,127 @@
+// TinyJit with symbolic Variables: the facts of tinygrad 0.9.2's test_symbolic_jit.py, and a
+// KV-cache attention step replayed for every start_pos with one capture and no compiles.
+#include <gtest/gtest.h>
+
+#include "engine/realize.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol = 1e-5f) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i++) EXPECT_NEAR(a[i], b[i], tol) << "at " << i;
+}
+std::vector<float> vals(const Tensor& t) { return t.contiguous().realize().tolist<float>(); }
+
+}  // namespace
+
+TEST(SymbolicJit, Plus1) {
+  TinyJit jf([](const std::vector<Tensor>& in) { return std::vector<Tensor>{(in[0] + 1)}; });
+  Variable v("i", 1, 10);
+  for (int64_t i = 1; i < 8; i++) {
+    Tensor a = Tensor::rand({3, i}).realize();
+    Tensor out = jf({a.reshape({3, v.bind(i)})})[0];
+    EXPECT_TRUE(out.sym_shape()[1].same(v));
+    EXPECT_EQ(out.shape(), (Shape{3, i}));   // the bound value of this call
+    expect_close(vals(out), vals(a + 1));
+  }
+  EXPECT_EQ(jf.captured_kernels(), 1u);
+}
+
+TEST(SymbolicJit, Add) {
+  TinyJit jf([](const std::vector<Tensor>& in) { return std::vector<Tensor>{(in[0] + in[1])}; });
+  Variable v("i", 1, 10);
+  for (int64_t i = 1; i < 8; i++) {
+    Tensor a = Tensor::rand({3, i}).realize(), b = Tensor::rand({3, i}).realize();
+    auto out = jf({a.reshape({3, v.bind(i)}), b.reshape({3, v.bind(i)})});
+    expect_close(vals(out[0]), vals(a + b));
+  }
+  EXPECT_EQ(jf.captured_kernels(), 1u);
+}
+
+TEST(SymbolicJit, MatmulAndSoftmax) {
+  TinyJit jf([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].matmul(in[1]), in[0].softmax(-1)}; });
+  Variable v("i", 1, 10);
+  for (int64_t i = 1; i < 8; i++) {
+    Tensor a = Tensor::rand({3, i}).realize(), b = Tensor::rand({i, 5}).realize();
+    auto out = jf({a.reshape({3, v.bind(i)}), b.reshape({v.bind(i), 5})});
+    expect_close(vals(out[0]), vals(a.matmul(b)));
+    expect_close(vals(out[1]), vals(a.softmax(-1)));
+  }
+}
+
+TEST(SymbolicJit, VarsArgument) {
+  // a Variable passed by value only (no input dim holds it): shrink a realized buffer by it
+  Tensor base = Tensor::rand({4, 10}).realize();
+  TinyJit jf([&](const std::vector<Tensor>& in, const std::vector<Variable>& vars) {
+    return std::vector<Tensor>{(in[0].shrink({{sint(0), sint(4)}, {sint(0), vars[0] + 1}}) * 2).sum(1)};
+  });
+  Variable sp("start_pos", 0, 9);
+  for (int64_t p = 0; p < 10; p++) {
+    auto out = jf({base}, {sp.bind(p)});
+    expect_close(vals(out[0]), vals((base.shrink({{0, 4}, {0, p + 1}}) * 2).sum(1)));
+  }
+}
+
+TEST(SymbolicJit, Errors) {
+  TinyJit jf([](const std::vector<Tensor>& in, const std::vector<Variable>&) { return std::vector<Tensor>{(in[0] + 1)}; });
+  Variable v("i", 1, 10), w("j", 1, 10);
+  Tensor a = Tensor::rand({3, 4}).realize();
+  for (int k = 0; k < 3; k++) jf({a.reshape({3, v.bind(4)})}, {v.bind(4)});
+  EXPECT_THROW(jf({a.reshape({3, v.bind(4)})}, {v.bind(4), w.bind(2)}), Error);          // another variable set
+  EXPECT_THROW(jf({a.reshape({3, v.bind(4)}).cast(dtypes::int32)}, {v.bind(4)}), Error);   // another dtype
+  EXPECT_THROW(jf({Tensor::rand({2, 4}).reshape({2, v.bind(4)})}, {v.bind(4)}), Error);   // a fixed dim changed
+  EXPECT_THROW(jf({a.reshape({3, v.bind(4)})}, {Variable("i", 1, 10)}), Error);            // unbound
+}
+
+// The decode step of a transformer with a KV cache (tinygrad's gpt2 Attention): write this
+// position's k/v into the cache, attend over cache[:, :, 0:start_pos+1].
+TEST(SymbolicJit, KVCacheAttentionStep) {
+  const int64_t H = 2, D = 8, MAX = 64;
+  Tensor::manual_seed(3);
+  Tensor cache_k = Tensor::zeros({1, H, MAX, D}).contiguous().realize(), cache_v = Tensor::zeros({1, H, MAX, D}).contiguous().realize();
+  Tensor ref_k = Tensor::zeros({1, H, MAX, D}).contiguous().realize(), ref_v = Tensor::zeros({1, H, MAX, D}).contiguous().realize();
+  auto step = [&](Tensor& ck, Tensor& cv, const Tensor& q, const Tensor& k, const Tensor& v, const sint& sp) {
+    ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sp, sp + 1}, {sint(0), sint(D)}}).assign(k).realize();
+    cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sp, sp + 1}, {sint(0), sint(D)}}).assign(v).realize();
+    Tensor keys = ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), sp + 1}, {sint(0), sint(D)}});
+    Tensor values = cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), sp + 1}, {sint(0), sint(D)}});
+    return q.scaled_dot_product_attention(keys, values);
+  };
+  TinyJit jf([&](const std::vector<Tensor>& in, const std::vector<Variable>& vars) {
+    return std::vector<Tensor>{step(cache_k, cache_v, in[0], in[1], in[2], vars[0])};
+  });
+  Variable start_pos("start_pos", 1, MAX - 1);
+  // position 0 fills the first slot outside the JIT (the prompt), like gpt2's first call
+  {
+    Tensor q = Tensor::rand({1, H, 1, D}), k = Tensor::rand({1, H, 1, D}), v = Tensor::rand({1, H, 1, D});
+    for (Tensor* c : {&cache_k, &ref_k}) c->shrink({{0, 1}, {0, H}, {0, 1}, {0, D}}).assign(k).realize();
+    for (Tensor* c : {&cache_v, &ref_v}) c->shrink({{0, 1}, {0, H}, {0, 1}, {0, D}}).assign(v).realize();
+  }
+  size_t compiled_after_capture = 0, kernels = 0;
+  for (int64_t p = 1; p < MAX; p++) {
+    Tensor q = Tensor::rand({1, H, 1, D}).realize(), k = Tensor::rand({1, H, 1, D}).realize(), v = Tensor::rand({1, H, 1, D}).realize();
+    Tensor got = jf({q, k, v}, {start_pos.bind(p)})[0];
+    std::vector<float> g = vals(got);
+    Tensor want = step(ref_k, ref_v, q, k, v, sint(p));
+    expect_close(g, vals(want), 1e-4f);
+    if (p == 2) {   // captured on the second call
+      compiled_after_capture = method_cache_size();
+      kernels = jf.captured_kernels();
+      EXPECT_GT(kernels, 0u);
+    }
+    if (p > 2) EXPECT_EQ(jf.captured_kernels(), kernels);
+  }
+  EXPECT_EQ(jf.cnt(), MAX - 1);
+  // the eager reference compiles one kernel set per position; the jitted step none after capture:
+  // compare the cache size growth with a run of only the jitted step
+  size_t before = method_cache_size();
+  for (int64_t p = 1; p < MAX; p++) {
+    Tensor q = Tensor::rand({1, H, 1, D}).realize(), k = Tensor::rand({1, H, 1, D}).realize(), v = Tensor::rand({1, H, 1, D}).realize();
+    jf({q, k, v}, {start_pos.bind(p)});
+  }
+  EXPECT_EQ(method_cache_size(), before);
+  EXPECT_GT(compiled_after_capture, 0u);
+}

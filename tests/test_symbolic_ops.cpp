@@ -1,0 +1,220 @@
+// Symbolic shapes end to end: the facts of tinygrad 0.9.2's test_symbolic_ops.py and
+// test_symbolic_shapetracker.py, written for tinygrad.cpp. Each op on a tensor with a dim bound
+// to a Variable must equal the same op on the concrete tensor, and a new value compiles nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/realize.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol = 1e-5f) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i++) EXPECT_NEAR(a[i], b[i], tol) << "at " << i;
+}
+std::vector<float> vals(const Tensor& t) { return t.contiguous().realize().tolist<float>(); }
+
+}  // namespace
+
+TEST(SymbolicOps, Plus1) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({3, i});
+    Tensor s = (a.reshape({3, vi}) + 1).realize();
+    EXPECT_TRUE(s.is_symbolic());
+    EXPECT_TRUE(s.sym_shape()[1].same(vi));
+    expect_close(vals(s), vals(a + 1));
+  }
+}
+
+TEST(SymbolicOps, Add) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({3, i}), b = Tensor::rand({3, i});
+    expect_close(vals(a.reshape({3, vi}) + b.reshape({3, vi})), vals(a + b));
+  }
+}
+
+TEST(SymbolicOps, OneKernelForEveryValue) {
+  // warm up once, then every new value of i runs the same compiled kernel
+  Variable v("i", 1, 10);
+  auto run = [&](int64_t i) {
+    Tensor a = Tensor::rand({3, i}).realize();
+    return vals((a.reshape({3, v.bind(i)}) * 2 + 1));
+  };
+  run(1);
+  size_t before = method_cache_size();
+  for (int64_t i = 2; i < 8; i++) {
+    auto r = run(i);
+    EXPECT_EQ(r.size(), static_cast<size_t>(3 * i));
+  }
+  // rand itself compiles one kernel per concrete size; the symbolic add compiles nothing new
+  Tensor a = Tensor::rand({3, 9}).realize();
+  size_t mid = method_cache_size();
+  vals(a.reshape({3, v.bind(9)}) * 2 + 1);
+  EXPECT_EQ(method_cache_size(), mid);
+  EXPECT_GE(mid, before);
+}
+
+TEST(SymbolicOps, Matmul) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({3, i}), b = Tensor::rand({i, 5});
+    Tensor s = a.reshape({3, vi}).matmul(b.reshape({vi, 5}));
+    EXPECT_FALSE(s.is_symbolic());
+    expect_close(vals(s), vals(a.matmul(b)));
+  }
+}
+
+TEST(SymbolicOps, Attention) {
+  auto f = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    return q.transpose(1, 2).scaled_dot_product_attention(k.transpose(1, 2), v.transpose(1, 2));
+  };
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor q = Tensor::rand({2, 1, 4, 8}), k = Tensor::rand({2, i, 4, 8}), v = Tensor::rand({2, i, 4, 8});
+    Tensor s = f(q, k.reshape({2, vi, 4, 8}), v.reshape({2, vi, 4, 8}));
+    expect_close(vals(s), vals(f(q, k, v)));
+  }
+}
+
+TEST(SymbolicOps, CatDim0) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({i, 3}), b = Tensor::rand({2, 3});
+    Tensor s = Tensor::cat({a.reshape({vi, 3}), b}, 0);
+    EXPECT_FALSE(s.sym_shape()[0].is_const());
+    EXPECT_EQ(s.sym_shape()[0].value(), i + 2);
+    expect_close(vals(s), vals(Tensor::cat({a, b}, 0)));
+  }
+}
+
+TEST(SymbolicOps, CatDim1) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({3, i}), b = Tensor::rand({3, 2});
+    expect_close(vals(Tensor::cat({a.reshape({3, vi}), b}, 1)), vals(Tensor::cat({a, b}, 1)));
+  }
+}
+
+TEST(SymbolicOps, CatTwoVars) {
+  for (int64_t i = 1; i < 4; i++)
+    for (int64_t j = 1; j < 4; j++) {
+      Variable vi = Variable("i", 1, 10).bind(i), vj = Variable("j", 1, 10).bind(j);
+      Tensor a = Tensor::rand({i, 3}), b = Tensor::rand({j, 3});
+      expect_close(vals(Tensor::cat({a.reshape({vi, 3}), b.reshape({vj, 3})}, 0)), vals(Tensor::cat({a, b}, 0)));
+      Tensor c = Tensor::rand({3, i}), d = Tensor::rand({3, j});
+      expect_close(vals(Tensor::cat({c.reshape({3, vi}), d.reshape({3, vj})}, 1)), vals(Tensor::cat({c, d}, 1)));
+    }
+}
+
+TEST(SymbolicOps, TwoVarsPlus1) {
+  for (int64_t i = 1; i < 4; i++)
+    for (int64_t j = 1; j < 4; j++) {
+      Variable vi = Variable("i", 1, 10).bind(i), vj = Variable("j", 1, 10).bind(j);
+      Tensor a = Tensor::rand({i, 3}), b = Tensor::rand({3, j});
+      expect_close(vals(a.reshape({vi, 3}).matmul(b.reshape({3, vj})) + 1), vals(a.matmul(b) + 1));
+      Tensor c = Tensor::rand({j, 3}), d = Tensor::rand({3, i});
+      expect_close(vals(c.reshape({vj, 3}).matmul(d.reshape({3, vi})) + 1), vals(c.matmul(d) + 1));
+    }
+}
+
+TEST(SymbolicOps, Shrink) {
+  Tensor a = Tensor::rand({7, 11}).realize();
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor s = a.shrink({{sint(3), sint(5)}, {vi, vi + 2}});
+    expect_close(vals(s), vals(a.shrink({{3, 5}, {i, i + 2}})));
+  }
+}
+
+TEST(SymbolicOps, OnesSum) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor t = Tensor::ones({i});
+    EXPECT_EQ(t.reshape({vi}).sum().item<float>(), static_cast<float>(i));
+  }
+}
+
+TEST(SymbolicOps, SumMaxSoftmaxOverSymbolicAxis) {
+  for (int64_t i = 1; i < 6; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({3, i}).realize();
+    Tensor s = a.reshape({3, vi});
+    expect_close(vals(s.sum(1)), vals(a.sum(1)));
+    expect_close(vals(s.max(1)), vals(a.max(1)));
+    expect_close(vals(s.softmax(-1)), vals(a.softmax(-1)));
+  }
+}
+
+TEST(SymbolicOps, Mean) {
+  for (int64_t i = 1; i < 5; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor a = Tensor::rand({i, 3}).realize();
+    expect_close(vals(a.reshape({vi, 3}).mean()), vals(a.mean()));
+    expect_close(vals(a.reshape({vi, 3}).mean(0)), vals(a.mean(0)));
+    expect_close(vals(a.reshape({vi, 3}).mean(1)), vals(a.mean(1)));
+  }
+}
+
+TEST(SymbolicOps, Arange) {
+  for (int64_t i = 1; i < 6; i++) {
+    Variable vi = Variable("i", 1, 10).bind(i);
+    Tensor t = Tensor::arange(vi);
+    EXPECT_TRUE(t.sym_shape()[0].same(vi));
+    auto got = t.contiguous().realize().tolist<int32_t>();
+    ASSERT_EQ(got.size(), static_cast<size_t>(i));
+    for (int64_t k = 0; k < i; k++) EXPECT_EQ(got[k], k);
+  }
+}
+
+TEST(SymbolicOps, Errors) {
+  Variable v("i", 1, 10);
+  Tensor a = Tensor::rand({3, 4});
+  EXPECT_THROW(a.reshape({3, sint(v)}), Error);                       // unbound
+  EXPECT_THROW(a.reshape({3, v.bind(5)}), Error);                     // wrong number of elements
+  EXPECT_THROW(v.bind(11), Error);                                    // outside [min, max]
+  Tensor s = a.reshape({3, v.bind(4)});
+  Tensor b = Tensor::rand({3, 5}).reshape({3, Variable("j", 1, 10).bind(5)});
+  EXPECT_THROW(s + b, Error);                                          // i vs j don't broadcast
+}
+
+// ---- test_symbolic_shapetracker.py facts
+
+TEST(SymbolicShapeTracker, ShapesAndStrides) {
+  Variable a("a", 1, 10), b("b", 1, 10);
+  ShapeTracker st = ShapeTracker::from_sym_shape({sint(a), sint(b)});
+  EXPECT_TRUE(st.symbolic());
+  EXPECT_TRUE(st.contiguous());
+  EXPECT_TRUE(st.views[0].sym->strides[0].same(b));
+  EXPECT_EQ(st.views[0].sym->strides[1].const_value(), 1);
+  ShapeTracker p = st.permute({1, 0});
+  EXPECT_TRUE(p.sym_shape()[0].same(b));
+  EXPECT_FALSE(p.contiguous());
+  ShapeTracker e = ShapeTracker::from_sym_shape({sint(a), sint(1)}).expand_sym({sint(a), sint(b)});
+  EXPECT_EQ(e.views[0].sym->strides[1].const_value(), 0);
+  EXPECT_TRUE(e.sym_shape()[1].same(b));
+  // shrink with a variable keeps one view with a symbolic offset
+  ShapeTracker s = ShapeTracker::from_shape({10, 10}).shrink_sym({{sint(a), a + 1}, {sint(0), sint(10)}});
+  EXPECT_EQ(s.views.size(), 1u);
+  EXPECT_EQ(s.views[0].sym->offset.eval({{"a", 3}}), 30);
+  auto [idx, valid] = ShapeTracker::from_sym_shape({sint(a), sint(3)}).expr_idxs();
+  EXPECT_EQ(idx.render(), "((idx0*3)+idx1)");
+}
+
+TEST(SymbolicShapeTracker, UnbindAndBind) {
+  Variable v("i", 1, 10);
+  ShapeTracker st = ShapeTracker::from_sym_shape({sint(3), sint(v.bind(4))});
+  EXPECT_EQ(st.shape(), (Shape{3, 4}));
+  VarBindings vals;
+  ShapeTracker u = st.unbind(&vals);
+  EXPECT_EQ(vals.at("i"), 4);
+  EXPECT_EQ(u.shape(), (Shape{3, 10}));   // unbound: a variable stands at its max
+  EXPECT_EQ(u.bind({{"i", 7}}).shape(), (Shape{3, 7}));
+  EXPECT_EQ(u.max_size(), 30);
+  EXPECT_EQ(u, ShapeTracker::from_sym_shape({sint(3), sint(v.bind(9))}).unbind());
+}
