@@ -22,6 +22,7 @@ echo "== tests"
 for t in test_cuda test_cuda_reduce test_fold test_renderer ${EXTRA_TESTS:-}; do
   timeout ${TEST_TIMEOUT:-120} ./build-gpu/tests/$t --gtest_brief=1 > "$OUT/$t.log" 2>&1; echo "$t rc=$?"; grep -E "FAILED|Failure|PASSED|SKIPPED \]" "$OUT/$t.log" | head -12
 done
+[ -n "${DEBUG4_FILTER:-}" ] && DEBUG=4 ./build-gpu/tests/test_cuda_reduce --gtest_filter="$DEBUG4_FILTER" > "$OUT/debug4.log" 2>&1
 echo "== bench"
 BENCH_ITERS=${BENCH_ITERS:-20} timeout 200 ./build-gpu/bench/bench_gpu_reduce > "$OUT/bench_tg.jsonl" 2> "$OUT/bench_tg.err"
 python3 bench/torch_gpu_reduce.py ${BENCH_ITERS:-20} > "$OUT/bench_torch.jsonl" 2> "$OUT/bench_torch.err"
@@ -46,5 +47,7 @@ fi
 if [ "${CONFORMANCE:-0}" = 1 ]; then
   echo "== conformance on CUDA"
   DEVICE=CUDA timeout ${CONF_TIMEOUT:-200} ./build-gpu/tests/conformance --gtest_brief=1 > "$OUT/conformance.log" 2>&1; echo "conformance rc=$?"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|FAILED TEST" "$OUT/conformance.log" | head -40
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|FAILED TEST|^\[ FAIL|conformance:" "$OUT/conformance.log" | head -40
 fi
+# the 8-file limit on what comes back: one archive of the logs
+(cd "$OUT" && tar -czf logs.tgz *.log *.txt 2>/dev/null && rm -f test_*.log configure.log build.log gpu.txt)

@@ -8,6 +8,9 @@
 #include <functional>
 #include <random>
 
+#include "codegen/kernel.hpp"
+#include "engine/schedule.hpp"
+#include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
 #include "tg/tg.hpp"
 
@@ -53,6 +56,30 @@ void expect_same(const Shape& shape, DType dt, const Fn& fn, double atol, double
 }
 }  // namespace
 
+// No GPU needed: the CUDA a long-row softmax renders to reduces each row in a block of threads that
+// meet in shared memory after combining each warp through shuffles, and NVRTC compiles it for sm_90.
+TEST(CudaReduceCodegen, LongRowSoftmaxUsesSharedMemoryAndWarpShuffles) {
+  CUDARenderer ren("sm_90");
+  Tensor x = Tensor::empty({4096, 32000}, Opts{dtypes::float32, "CPU", false});
+  std::vector<std::string> reduces;
+  for (const ScheduleItem& si : x.softmax(-1).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(si.ast, ren);
+    k.hand_coded_optimizations();
+    RenderedProgram p = k.to_program();
+    if (!k.reduceop()) continue;
+    reduces.push_back(p.src);
+    EXPECT_NE(p.src.find("__shared__"), std::string::npos) << p.src;
+    EXPECT_NE(p.src.find("__shfl_xor_sync(0xffffffffu"), std::string::npos) << p.src;
+    EXPECT_NE(p.src.find("__syncthreads();"), std::string::npos) << p.src;
+    EXPECT_EQ(p.global_size[0], 4096) << "a block per row";
+    EXPECT_EQ(p.local_size[0], 256) << "256 threads per row";
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
+  }
+  EXPECT_EQ(reduces.size(), 2u);   // the max and the sum of exps
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+}
+
 TEST(CudaReduce, SumMaxMeanEveryShapeClass) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   const std::vector<Shape> shapes{{1}, {3}, {1000003}, {1 << 22}, {1, 1, 1}, {7, 1, 5}, {8192, 64}, {64, 8192}, {333, 4097},
@@ -93,6 +120,16 @@ TEST(CudaReduce, VarStdAndTheSoftmaxFamily) {
       return t.sparse_categorical_crossentropy(y);
     }, 1e-4, 1e-4, "cross_entropy");
   }
+}
+
+// the conformance suite's int case that failed on CUDA (argmin over rows of a (4, 5) int32 tensor)
+TEST(CudaReduce, ArgminIntRows) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  const std::vector<int32_t> v{-2, -2, -5, 1, 7, 10, 9, -4, 5, -1, 8, 3, -7, -5, 7, 8, 0, -1, -9, 1};
+  Tensor x = Tensor::from<int32_t>(v, {4, 5}, Opts{{}, "CUDA", false});
+  EXPECT_EQ(x.argmin(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{2, 2, 2, 3}));
+  EXPECT_EQ((-x).max(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{5, 4, 7, 9}));
+  EXPECT_EQ(x.argmax(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{4, 0, 0, 0}));
 }
 
 // argmax/argmin return the first of equal values, on every axis, for float and int inputs
