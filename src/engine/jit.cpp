@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "engine/profile.hpp"
 #include "engine/realize.hpp"
 #include "lazy/lazy.hpp"
 
@@ -78,12 +79,15 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
       auto [j, i] = s.input_pos[k];
       s.jit_cache[j].bufs[i] = input_bufs[s.input_idx[k]];
     }
+    profile::Span span("TinyJit replay");
+    span.arg("kernels", std::to_string(s.jit_cache.size()));
     for (auto& ei : s.jit_cache) ei.run({}, false, true);
     s.cnt++;
     return s.ret;
   }
   if (s.cnt == 1) {
     std::vector<ExecItem> captured;
+    profile::Span span("TinyJit capture");
     {
       CaptureScope scope(&captured);
       s.ret = s.fn(inputs);
@@ -100,6 +104,7 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
           }
     if (debug() >= 1) std::fprintf(stderr, "JIT captured %zu kernels with %zu inputs\n", s.jit_cache.size(), input_bufs.size());
     s.cnt = 2;
+    span.arg("kernels", std::to_string(s.jit_cache.size()));
     return s.ret;
   }
   auto r = s.fn(inputs);

@@ -1,15 +1,21 @@
 // The realize engine (tinygrad 0.9.2 engine/realize.py).
 #include "engine/realize.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <mutex>
 
+#include "engine/graph.hpp"
+#include "engine/profile.hpp"
 #include "engine/search.hpp"
+#include "lazy/metadata.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
+#include "runtime/disasm.hpp"
+#include "runtime/tools.hpp"
 
 namespace tg {
 
@@ -39,11 +45,25 @@ size_t ansilen(const std::string& s) {
   return n;
 }
 
-std::string metadata_str(const std::vector<std::string>& md) {
-  if (md.empty()) return "";
-  std::string r = "[";
-  for (size_t i = 0; i < md.size(); i++) r += (i ? ", '" : "'") + md[i] + "'";
-  return r + "]";
+// what an error raised while lowering or running an item adds: the user's ops that made it
+std::string origin_note(const char* doing, const std::string& what, const std::vector<std::string>& md) {
+  std::string n = std::string("\n  while ") + doing + " " + what;
+  if (!md.empty()) n += " made by " + format_metadata(md);
+  return n;
+}
+
+// a display name without ANSI colors and padding
+std::string trimmed(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == '\033') {
+      while (i < s.size() && s[i] != 'm') i++;
+      continue;
+    }
+    o += s[i];
+  }
+  const size_t b = o.find_first_not_of(' '), e = o.find_last_not_of(' ');
+  return b == std::string::npos ? o : o.substr(b, e - b + 1);
 }
 
 }  // namespace
@@ -54,7 +74,19 @@ CompiledRunner::CompiledRunner(RenderedProgram p_, std::optional<std::string> pr
     : Runner(p_.name, p_.device, p_.op_estimate, p_.mem_estimate), p(std::move(p_)) {
   if (debug() >= 4) std::cout << p.src << std::endl;
   Compiled& dev = get_device(p.device);
-  lib = precompiled ? *precompiled : dev.compiler().compile_cached(p.src);
+  if (precompiled) {
+    lib = *precompiled;
+  } else {
+    profile::Span span("compile", p.function_name);
+    try {
+      lib = dev.compiler().compile_cached(p.src);
+    } catch (const Error& e) {
+      // the source the compiler rejected, kept for the user (the message names the file)
+      const std::string path = write_temp("tg_" + p.function_name, dev.renderer_kind() == "CUDA" ? ".cu" : ".c", p.src);
+      throw Error(std::string(e.what()) + "\n  the generated source is saved to " + path);
+    }
+  }
+  if (debug() >= 6) std::cout << disassemble(dev.renderer_kind(), lib, p.function_name) << std::endl;
   clprg = dev.runtime(p.function_name, lib);
   // p.mem_estimate is what the uops load and store (tinygrad's lds_estimate); get_runner sets the
   // buffers' bytes as mem_estimate
@@ -181,9 +213,11 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
     ret = std::make_shared<CompiledRunner>(p, it->second->lib);
     ret->mem_estimate = it->second->mem_estimate;
   } else {
+    profile::Span span("codegen");
     auto k = get_kernel(get_renderer(dname), ast);
     RenderedProgram p = k->to_program();
     p.device = dname;
+    span.arg("kernel", profile::jstr(p.function_name));
     ret = std::make_shared<CompiledRunner>(p);
     ret->mem_estimate = k->mem_estimate();
     method_cache[bkey] = ret;
@@ -216,7 +250,15 @@ std::optional<double> ExecItem::run(const VarVals& var_vals, bool wait, bool jit
     if (!jit) b->ensure_allocated();
     raw.push_back(b.get());
   }
-  std::optional<double> et = (*prg)(raw, var_vals, wait || debug() >= 2);
+  const bool prof = profile::enabled();
+  std::optional<double> et = (*prg)(raw, var_vals, wait || prof || debug() >= 2);
+  if (prof && et) {
+    const double d = std::max(*et, 1e-12) * 1e9;
+    std::vector<std::pair<std::string, std::string>> args{{"time_us", profile::jnum(*et * 1e6)}, {"GFLOPS", profile::jnum(prg->op_estimate / d)},
+                                                          {"GB/s", profile::jnum(prg->mem_estimate / d)}, {"jit", jit ? "true" : "false"}};
+    if (!metadata.empty()) args.emplace_back("metadata", profile::jstr(format_metadata(metadata)));
+    profile::device_event(prg->device, trimmed(prg->display_name), *et, std::move(args));
+  }
   if (!do_update_stats) return et;
   GlobalCounters::kernel_count += 1;
   GlobalCounters::global_ops += prg->op_estimate;
@@ -236,7 +278,7 @@ std::optional<double> ExecItem::run(const VarVals& var_vals, bool wait, bool jit
       line += " tm " + ptm + "/" + fmt("%9.2f", GlobalCounters::time_sum_s * 1e3) + "ms (" + fmt("%9.2f", prg->op_estimate / d) +
               " GFLOPS " + fmt("%6.1f", mem_est / d) + "|" + fmt("%-7.1f", lds_est / d) + " GB/s)";
     }
-    if (!metadata.empty()) line += " " + metadata_str(metadata);
+    if (!metadata.empty()) line += " " + format_metadata(metadata);
     std::cout << line << std::endl;
   }
   prg->first_run = false;
@@ -261,16 +303,21 @@ ExecItem lower_schedule_item(const ScheduleItem& si) {
 }
 
 void run_schedule(std::vector<ScheduleItem> schedule, const VarVals& var_vals, bool do_update_stats) {
+  const bool graph = graph::enabled();
   for (const ScheduleItem& si : schedule) {
     ExecItem ei = [&] {
       try {
         return lower_schedule_item(si);
-      } catch (...) {
-        if (debug() >= 2) std::cout << "error lowering " << to_string(si.kind) << " " << metadata_str(si.metadata) << std::endl;
-        throw;
+      } catch (const Error& e) {
+        throw Error(e.what() + origin_note("compiling the", si.kind == MetaOps::KERNEL ? "kernel" : to_string(si.kind), si.metadata));
       }
     }();
-    ei.run(var_vals, false, false, do_update_stats);
+    if (graph) graph::log_exec(ei, si.n_outputs);
+    try {
+      ei.run(var_vals, false, false, do_update_stats);
+    } catch (const Error& e) {
+      throw Error(e.what() + origin_note("running", trimmed(ei.prg->display_name), si.metadata));
+    }
   }
 }
 

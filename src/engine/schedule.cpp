@@ -11,6 +11,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/graph.hpp"
+#include "engine/profile.hpp"
+#include "lazy/metadata.hpp"
 #include "runtime/buffer.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
@@ -110,6 +113,7 @@ struct LBScheduleItem {
   MetaOps kind = MetaOps::KERNEL;
   UOp ast;
   std::vector<LazyBufferPtr> outputs, inputs;
+  std::vector<const Metadata*> metadata;   // every op it fuses, in order of first use
 };
 
 // ---------------------------------------------------------------- lowering one group (_lower_lazybuffer)
@@ -127,12 +131,16 @@ class GroupLowerer {
       UOp rd(Ops::LOAD, dtypes::uint8, {define_global(dtypes::uint8, 1), st_uop(st)});
       si.ast = UOp(Ops::SINK, dtypes::void_, {UOp(Ops::STORE, dtypes::void_, {define_global(dtypes::uint8, 0), st_uop(st), rd})});
       si.inputs.push_back(out->srcs[0]->base());
+      add_metadata(out);
+      si.metadata = std::move(metadata_);
       return si;
     }
     for (MetaOps m : {MetaOps::CUSTOM, MetaOps::COPY, MetaOps::EMPTY, MetaOps::VIEW}) {
       if (!out->op_is(m)) continue;
       si.kind = m;
       for (auto& x : out->srcs) si.inputs.push_back(x->base());
+      add_metadata(out);
+      si.metadata = std::move(metadata_);
       return si;
     }
     for (LB o : outs_) recurse_reduceops(o, o->st);
@@ -157,6 +165,7 @@ class GroupLowerer {
     }
     si.ast = UOp(Ops::SINK, dtypes::void_, stores);
     for (LB x : inputs_) si.inputs.push_back(x->shared_from_this());
+    si.metadata = std::move(metadata_);
     return si;
   }
 
@@ -171,6 +180,11 @@ class GroupLowerer {
   std::unordered_map<LB, size_t> assign_targets_;   // target base -> output index of its ASSIGN
   std::vector<LB> inputs_;
   std::unordered_map<LB, size_t> input_idx_;
+  std::vector<const Metadata*> metadata_;
+
+  void add_metadata(LB b) {
+    if (b->metadata && std::find(metadata_.begin(), metadata_.end(), b->metadata) == metadata_.end()) metadata_.push_back(b->metadata);
+  }
 
   static std::string dev_kind(const std::string& d) { return d.substr(0, d.find(':')); }
   bool is_output(LB b) const { return std::find(outs_.begin(), outs_.end(), b) != outs_.end(); }
@@ -314,6 +328,7 @@ class GroupLowerer {
       else if (auto t = std::get_if<TernaryOps>(&buf->op)) ret = UOp(Ops::ALU, buf->dtype, in, *t);
       else TG_ASSERT(false, "can't lower " + buf->str() + " into a kernel");
     }
+    if (ret->op != Ops::LOAD) add_metadata(buf);
     return cache_.emplace(key, ret).first->second;
   }
 };
@@ -369,12 +384,26 @@ class GraphScheduler {
     return groups;
   }
 
+  // the user's ops a failing group holds, for the error message
+  static std::string scheduling_note(const std::vector<LB>& g) {
+    std::vector<std::string> md;
+    for (LB b : g) {
+      const Metadata* m = b->metadata;
+      if (!m) continue;
+      if (std::find(md.begin(), md.end(), m->str()) == md.end()) md.push_back(m->str());
+    }
+    return md.empty() ? "" : "\n  while scheduling the kernel made by " + format_metadata(md);
+  }
+
   bool lower_groups() {
     prescheduled.clear();
     for (auto& [k, g] : make_groups()) {
       try {
         prescheduled.push_back(GroupLowerer(g, realizes_).lower());
-      } catch (const std::exception&) {   // tg::Error or an internal assertion
+      } catch (const Error& e) {
+        if (!unfuse_aranges_above(g)) throw Error(e.what() + scheduling_note(g));
+        return false;
+      } catch (const std::exception&) {   // an internal assertion
         if (!unfuse_aranges_above(g)) throw;
         return false;
       }
@@ -597,6 +626,8 @@ class GraphScheduler {
 // ---------------------------------------------------------------- ordering (create_schedule)
 
 std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs) {
+  profile::Span span("schedule");
+  if (graph::enabled()) graph::log_lazy(outs);   // before scheduling frees the graph
   GraphScheduler gs(outs);
   std::vector<LBScheduleItem>& pre = gs.prescheduled;
   std::unordered_map<LB, size_t> targets;
@@ -632,6 +663,7 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
     si.kind = lsi.kind;
     si.ast = lsi.ast;
     si.n_outputs = static_cast<int>(lsi.outputs.size());
+    for (const Metadata* m : lsi.metadata) si.metadata.push_back(m->str());
     for (auto* v : {&lsi.outputs, &lsi.inputs})
       for (auto& x : *v) if (x->size() != 0) si.bufs.push_back(x->buffer);
     for (auto& o : lsi.outputs) o->srcs.clear();   // realized: the graph above is freed
@@ -642,6 +674,7 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
     throw Error("create_schedule: cycle detected in the graph, prescheduled " + std::to_string(pre.size()) + " but scheduled " +
                 std::to_string(schedule.size()) + "; an assign target is probably read after it is overwritten");
   if (debug() >= 1 && schedule.size() >= 10) printf("scheduled %zu kernels\n", schedule.size());
+  span.arg("items", std::to_string(schedule.size()));
   return schedule;
 }
 

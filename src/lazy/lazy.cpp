@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "lazy/metadata.hpp"
 #include "runtime/buffer.hpp"
 #include "tg/helpers.hpp"
 #include "uop/uop.hpp"
@@ -78,6 +79,7 @@ LazyBufferPtr LazyBuffer::create(const std::string& device, const ShapeTracker& 
   }
   ret->op = op;
   ret->arg = std::move(arg);
+  ret->metadata = current_metadata();
   ret->srcs = std::move(srcs);
   if (ret->op_is(MetaOps::ASSIGN) && !ret->srcs[1]->base()->realized())
     throw Error("assign: the target " + ret->srcs[1]->str() + " must be realized; realize() it before assigning to it");

@@ -14,6 +14,7 @@
 namespace tg {
 
 class Buffer;   // runtime/buffer.hpp
+struct Metadata;   // lazy/metadata.hpp
 class LazyBuffer;
 using LazyBufferPtr = std::shared_ptr<LazyBuffer>;
 
@@ -37,6 +38,7 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   std::weak_ptr<LazyBuffer> contiguous_child;   // with contiguous_child_st: a contiguous copy of this base
   std::optional<ShapeTracker> contiguous_child_st;
   bool forced_realize = false;
+  const Metadata* metadata = nullptr;      // the Tensor op that made this base (interned)
 
   // creation (tinygrad's create_lazybuffer / LazyBuffer.metaop); size-0 shapes become CONST 0
   static LazyBufferPtr create(const std::string& device, const ShapeTracker& st, DType dtype, LBOp op = {},

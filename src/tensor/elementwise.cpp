@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 using detail::lb;
@@ -90,105 +91,120 @@ Operand negate(const Operand& o) {
 
 // ---- unary
 Tensor Tensor::logical_not() const {
+  TG_OP("logical_not");
   auto [a, b] = broadcasted(cast(dtypes::bool_), true);
   return apply<F::Neq>({a, b});
 }
-Tensor Tensor::neg() const { return dtype() == dtypes::bool_ ? logical_not() : apply<F::Neg>({*this}); }
-Tensor Tensor::log() const { return apply<F::Log>({cast(least_upper_float(dtype()))}); }
-Tensor Tensor::log2() const { return log() / kLn2; }
-Tensor Tensor::exp() const { return apply<F::Exp>({cast(least_upper_float(dtype()))}); }
-Tensor Tensor::exp2() const { return apply<F::Exp>({*this * kLn2}); }
-Tensor Tensor::relu() const { return apply<F::Relu>({*this}); }
-Tensor Tensor::sigmoid() const { return apply<F::Sigmoid>({cast(least_upper_float(dtype()))}); }
-Tensor Tensor::sqrt() const { return apply<F::Sqrt>({cast(least_upper_float(dtype()))}); }
-Tensor Tensor::rsqrt() const { return reciprocal().sqrt(); }
-Tensor Tensor::sin() const { return apply<F::Sin>({cast(least_upper_float(dtype()))}); }
-Tensor Tensor::cos() const { return (kPi / 2 - *this).sin(); }
-Tensor Tensor::tan() const { return sin() / cos(); }
-Tensor Tensor::trunc() const { return cast(dtypes::int32).cast(dtype()); }
+Tensor Tensor::neg() const { TG_OP("neg"); return dtype() == dtypes::bool_ ? logical_not() : apply<F::Neg>({*this}); }
+Tensor Tensor::log() const { TG_OP("log"); return apply<F::Log>({cast(least_upper_float(dtype()))}); }
+Tensor Tensor::log2() const { TG_OP("log2"); return log() / kLn2; }
+Tensor Tensor::exp() const { TG_OP("exp"); return apply<F::Exp>({cast(least_upper_float(dtype()))}); }
+Tensor Tensor::exp2() const { TG_OP("exp2"); return apply<F::Exp>({*this * kLn2}); }
+Tensor Tensor::relu() const { TG_OP("relu"); return apply<F::Relu>({*this}); }
+Tensor Tensor::sigmoid() const { TG_OP("sigmoid"); return apply<F::Sigmoid>({cast(least_upper_float(dtype()))}); }
+Tensor Tensor::sqrt() const { TG_OP("sqrt"); return apply<F::Sqrt>({cast(least_upper_float(dtype()))}); }
+Tensor Tensor::rsqrt() const { TG_OP("rsqrt"); return reciprocal().sqrt(); }
+Tensor Tensor::sin() const { TG_OP("sin"); return apply<F::Sin>({cast(least_upper_float(dtype()))}); }
+Tensor Tensor::cos() const { TG_OP("cos"); return (kPi / 2 - *this).sin(); }
+Tensor Tensor::tan() const { TG_OP("tan"); return sin() / cos(); }
+Tensor Tensor::trunc() const { TG_OP("trunc"); return cast(dtypes::int32).cast(dtype()); }
 Tensor Tensor::ceil() const {
+  TG_OP("ceil");
   Tensor b = trunc();
   return (*this > b).where(b + 1, b);
 }
 Tensor Tensor::floor() const {
+  TG_OP("floor");
   Tensor b = trunc();
   return (*this < b).where(b - 1, b);
 }
 // half to even: x.5 rounds up when the integer part is odd (for positives), down when even
 Tensor Tensor::round() const {
+  TG_OP("round");
   Tensor b = cast(dtypes::int32) / 2.0;
   return ((*this > 0) == (b.cast(dtypes::int32) == b)).where((*this - 0.5).ceil(), (*this + 0.5).floor());
 }
-Tensor Tensor::square() const { return *this * *this; }
-Tensor Tensor::sign() const { return apply<F::Sign>({*this}); }
-Tensor Tensor::abs() const { return *this * sign(); }
-Tensor Tensor::reciprocal() const { return apply<F::Reciprocal>({cast(least_upper_float(dtype()))}); }
+Tensor Tensor::square() const { TG_OP("square"); return *this * *this; }
+Tensor Tensor::sign() const { TG_OP("sign"); return apply<F::Sign>({*this}); }
+Tensor Tensor::abs() const { TG_OP("abs"); return *this * sign(); }
+Tensor Tensor::reciprocal() const { TG_OP("reciprocal"); return apply<F::Reciprocal>({cast(least_upper_float(dtype()))}); }
 
 // ---- activations
-Tensor Tensor::elu(double alpha) const { return relu() - alpha * (1 - exp()).relu(); }
-Tensor Tensor::celu(double alpha) const { return maximum(0) + (alpha * ((*this / alpha).exp() - 1)).minimum(0); }
-Tensor Tensor::swish() const { return *this * sigmoid(); }
-Tensor Tensor::silu() const { return swish(); }
-Tensor Tensor::relu6() const { return relu() - (*this - 6).relu(); }
-Tensor Tensor::hardswish() const { return *this * (*this + 3).relu6() * (1.0 / 6); }
-Tensor Tensor::tanh() const { return 2.0 * (2.0 * *this).sigmoid() - 1.0; }
-Tensor Tensor::sinh() const { return (exp() - neg().exp()) / 2; }
-Tensor Tensor::cosh() const { return (exp() + neg().exp()) / 2; }
-Tensor Tensor::atanh() const { return ((1 + *this) / (1 - *this)).log() / 2; }
-Tensor Tensor::asinh() const { return (*this + (square() + 1).sqrt()).log(); }
-Tensor Tensor::acosh() const { return (*this + (square() - 1).sqrt()).log(); }
-Tensor Tensor::hardtanh(double min_val, double max_val) const { return clip(min_val, max_val); }
+Tensor Tensor::elu(double alpha) const { TG_OP("elu"); return relu() - alpha * (1 - exp()).relu(); }
+Tensor Tensor::celu(double alpha) const { TG_OP("celu"); return maximum(0) + (alpha * ((*this / alpha).exp() - 1)).minimum(0); }
+Tensor Tensor::swish() const { TG_OP("swish"); return *this * sigmoid(); }
+Tensor Tensor::silu() const { TG_OP("silu"); return swish(); }
+Tensor Tensor::relu6() const { TG_OP("relu6"); return relu() - (*this - 6).relu(); }
+Tensor Tensor::hardswish() const { TG_OP("hardswish"); return *this * (*this + 3).relu6() * (1.0 / 6); }
+Tensor Tensor::tanh() const { TG_OP("tanh"); return 2.0 * (2.0 * *this).sigmoid() - 1.0; }
+Tensor Tensor::sinh() const { TG_OP("sinh"); return (exp() - neg().exp()) / 2; }
+Tensor Tensor::cosh() const { TG_OP("cosh"); return (exp() + neg().exp()) / 2; }
+Tensor Tensor::atanh() const { TG_OP("atanh"); return ((1 + *this) / (1 - *this)).log() / 2; }
+Tensor Tensor::asinh() const { TG_OP("asinh"); return (*this + (square() + 1).sqrt()).log(); }
+Tensor Tensor::acosh() const { TG_OP("acosh"); return (*this + (square() - 1).sqrt()).log(); }
+Tensor Tensor::hardtanh(double min_val, double max_val) const { TG_OP("hardtanh"); return clip(min_val, max_val); }
 Tensor Tensor::gelu() const {
+  TG_OP("gelu");
   return 0.5 * *this * (1 + (std::sqrt(2 / kPi) * (*this + 0.044715 * pow(3))).tanh());
 }
-Tensor Tensor::quick_gelu() const { return *this * (*this * 1.702).sigmoid(); }
-Tensor Tensor::leakyrelu(double neg_slope) const { return relu() - (-neg_slope * *this).relu(); }
-Tensor Tensor::mish() const { return *this * softplus().tanh(); }
-Tensor Tensor::softplus(double beta) const { return (1 / beta) * (1 + (*this * beta).exp()).log(); }
-Tensor Tensor::softsign() const { return *this / (1 + abs()); }
+Tensor Tensor::quick_gelu() const { TG_OP("quick_gelu"); return *this * (*this * 1.702).sigmoid(); }
+Tensor Tensor::leakyrelu(double neg_slope) const { TG_OP("leakyrelu"); return relu() - (-neg_slope * *this).relu(); }
+Tensor Tensor::mish() const { TG_OP("mish"); return *this * softplus().tanh(); }
+Tensor Tensor::softplus(double beta) const { TG_OP("softplus"); return (1 / beta) * (1 + (*this * beta).exp()).log(); }
+Tensor Tensor::softsign() const { TG_OP("softsign"); return *this / (1 + abs()); }
 Tensor Tensor::hardsigmoid(double alpha, double beta) const {
+  TG_OP("hardsigmoid");
   return (alpha * *this + beta).relu() - (alpha * *this + beta - 1).relu();
 }
 
 // ---- binary
 Tensor Tensor::add(const Operand& x, bool reverse) const {
+  TG_OP("add");
   auto [a, b] = broadcasted(*this, x, reverse, true, "add");
   return apply<F::Add>({a, b});
 }
 Tensor Tensor::sub(const Operand& x, bool reverse) const {
+  TG_OP("sub");
   auto [a, b] = broadcasted(*this, x, reverse, true, "sub");
   return a + (-b);
 }
 Tensor Tensor::mul(const Operand& x, bool reverse) const {
+  TG_OP("mul");
   auto [a, b] = broadcasted(*this, x, reverse, true, "mul");
   return apply<F::Mul>({a, b});
 }
 Tensor Tensor::div(const Operand& x, bool upcast, bool reverse) const {
+  TG_OP("div");
   auto [n, d] = broadcasted(*this, x, reverse, true, "div");
   if (upcast) n = n.cast(least_upper_float(n.dtype())), d = d.cast(least_upper_float(d.dtype()));
   return apply<F::Div>({n, d});
 }
 Tensor Tensor::xor_(const Operand& x, bool reverse) const {
+  TG_OP("xor");
   if (dtype().is_float()) throw Error("xor: needs an int or bool tensor, got " + dtype().str());
   auto [a, b] = broadcasted(*this, x, reverse, true, "xor");
   return apply<F::Xor>({a, b});
 }
 Tensor Tensor::bitwise_and(const Operand& x, bool reverse) const {
+  TG_OP("bitwise_and");
   if (dtype().is_float()) throw Error("bitwise_and: needs an int or bool tensor, got " + dtype().str());
   auto [a, b] = broadcasted(*this, x, reverse, true, "bitwise_and");
   return apply<F::BitwiseAnd>({a, b});
 }
 Tensor Tensor::bitwise_or(const Operand& x, bool reverse) const {
+  TG_OP("bitwise_or");
   if (dtype().is_float()) throw Error("bitwise_or: needs an int or bool tensor, got " + dtype().str());
   auto [a, b] = broadcasted(*this, x, reverse, true, "bitwise_or");
   return apply<F::BitwiseOr>({a, b});
 }
 Tensor Tensor::lshift(int64_t x) const {
+  TG_OP("lshift");
   if (!dtype().is_unsigned() || x < 0 || x >= 64)
     throw Error("lshift: needs an unsigned tensor and a shift in [0, 64), got " + dtype().str() + " << " + std::to_string(x));
   return mul(static_cast<int64_t>(uint64_t{1} << x));
 }
 Tensor Tensor::rshift(int64_t x) const {
+  TG_OP("rshift");
   if (!dtype().is_unsigned() || x < 0 || x >= 64)
     throw Error("rshift: needs an unsigned tensor and a shift in [0, 64), got " + dtype().str() + " >> " + std::to_string(x));
   return div(static_cast<int64_t>(uint64_t{1} << x), false);
@@ -206,6 +222,7 @@ std::optional<ConstType> to_const_val(const Tensor& x, const Operand& o) {
 }  // namespace
 
 Tensor Tensor::pow(const Operand& x0, bool reverse) const {
+  TG_OP("pow");
   std::optional<ConstType> c = to_const_val(*this, x0);
   Operand x = c ? Operand(const_to_double(*c)) : x0;
   if (c && std::holds_alternative<int64_t>(*c)) x = Operand(const_to_int(*c));
@@ -232,19 +249,22 @@ Tensor Tensor::pow(const Operand& x0, bool reverse) const {
 }
 
 Tensor Tensor::maximum(const Operand& x) const {
+  TG_OP("maximum");
   Tensor mid = x.is_tensor() ? (*this * 0.5 + as_tensor(x) * 0.5) : (*this * 0.5 + const_to_double(std::get<1>(x.v)) * 0.5);
   return lt(x).detach().where(x, eq(x).detach().where(mid.cast(dtype()), *this));
 }
-Tensor Tensor::minimum(const Operand& x) const { return -((-*this).maximum(negate(x))); }
+Tensor Tensor::minimum(const Operand& x) const { TG_OP("minimum"); return -((-*this).maximum(negate(x))); }
 
-Tensor Tensor::lerp(const Tensor& end, const Operand& weight) const { return *this + (end - *this).mul(weight); }
+Tensor Tensor::lerp(const Tensor& end, const Operand& weight) const { TG_OP("lerp"); return *this + (end - *this).mul(weight); }
 Tensor Tensor::clip(std::optional<Operand> min_, std::optional<Operand> max_) const {
+  TG_OP("clip");
   if (!min_ && !max_) throw Error("clip: at least one of min and max must be given");
   Tensor ret = min_ ? maximum(*min_) : *this;
   return max_ ? ret.minimum(*max_) : ret;
 }
 
 Tensor Tensor::where(const Operand& x0, const Operand& y0) const {
+  TG_OP("where");
   Operand x = x0, y = y0;
   if (x.is_tensor()) {
     auto [a, b] = broadcasted(as_tensor(x), y, false, true, "where");
@@ -258,23 +278,26 @@ Tensor Tensor::where(const Operand& x0, const Operand& y0) const {
   auto [xb, yb] = broadcasted(xt, yt, false, true, "where");
   return apply<F::Where>({cond.cast(dtypes::bool_), xb, yb});
 }
-Tensor Tensor::masked_fill(const Tensor& mask, const Operand& value) const { return mask.where(value, *this); }
+Tensor Tensor::masked_fill(const Tensor& mask, const Operand& value) const { TG_OP("masked_fill"); return mask.where(value, *this); }
 
 // ---- comparisons (bool results)
 Tensor Tensor::lt(const Operand& x) const {
+  TG_OP("lt");
   auto [a, b] = broadcasted(*this, x, false, true, "lt");
   return apply<F::Less>({a, b});
 }
 Tensor Tensor::gt(const Operand& x) const {
+  TG_OP("gt");
   auto [a, b] = broadcasted(*this, x, true, true, "gt");
   return apply<F::Less>({a, b});
 }
-Tensor Tensor::ge(const Operand& x) const { return lt(x).logical_not(); }
-Tensor Tensor::le(const Operand& x) const { return gt(x).logical_not(); }
+Tensor Tensor::ge(const Operand& x) const { TG_OP("ge"); return lt(x).logical_not(); }
+Tensor Tensor::le(const Operand& x) const { TG_OP("le"); return gt(x).logical_not(); }
 Tensor Tensor::ne(const Operand& x) const {
+  TG_OP("ne");
   auto [a, b] = broadcasted(*this, x, false, true, "ne");
   return apply<F::Neq>({a, b});
 }
-Tensor Tensor::eq(const Operand& x) const { return ne(x).logical_not(); }
+Tensor Tensor::eq(const Operand& x) const { TG_OP("eq"); return ne(x).logical_not(); }
 
 }  // namespace tg

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lazy/metadata.hpp"
 #include "tensor/tensor_impl.hpp"
 
 namespace tg {
@@ -18,6 +19,7 @@ struct Function {
   std::vector<bool> needs_input_grad;
   std::optional<bool> requires_grad;
   std::vector<Tensor> parents;   // kept only when a gradient can flow
+  const Metadata* metadata = nullptr;   // the Tensor op that applied it: backward's kernels name it too
   virtual ~Function() = default;
   virtual const char* name() const = 0;
   virtual LBs backward(const LazyBufferPtr& grad_output);   // default: tg::Error (not differentiable)
@@ -75,6 +77,7 @@ template <class Fn, class... Args>
 Tensor apply(const std::vector<Tensor>& xs, Args&&... args) {
   auto ctx = std::make_shared<Fn>();
   ctx->device = xs[0].device();
+  ctx->metadata = current_metadata();
   bool any_true = false, any_none = false;
   LBs lbs;
   for (const Tensor& t : xs) {

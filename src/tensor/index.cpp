@@ -5,6 +5,7 @@
 #include <map>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
@@ -35,9 +36,10 @@ std::string index_str(const Index& i) {
 }
 }  // namespace
 
-Tensor Tensor::operator[](std::initializer_list<Index> il) const { return (*this)[std::vector<Index>(il)]; }
+Tensor Tensor::operator[](std::initializer_list<Index> il) const { TG_OP("getitem"); return (*this)[std::vector<Index>(il)]; }
 
 Tensor Tensor::operator[](const std::vector<Index>& in) const {
+  TG_OP("getitem");
   std::vector<Index> indices;
   // 0-d constant int tensors act as ints
   for (const Index& i : in) {

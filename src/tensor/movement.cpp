@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 using detail::lb;
@@ -11,6 +12,7 @@ using detail::resolve_dim;
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
 
 Tensor Tensor::reshape(Shape new_shape) const {
+  TG_OP("reshape");
   int minus = 0;
   int64_t known = 1;
   for (int64_t s : new_shape) {
@@ -30,9 +32,10 @@ Tensor Tensor::reshape(Shape new_shape) const {
                 to_str(new_shape) + " (" + std::to_string(tg::prod(new_shape)) + " elements)");
   return new_shape == shape() ? *this : apply<F::Reshape>({*this}, new_shape);
 }
-Tensor Tensor::view(Shape s) const { return reshape(std::move(s)); }
+Tensor Tensor::view(Shape s) const { TG_OP("view"); return reshape(std::move(s)); }
 
 Tensor Tensor::expand(Shape new_shape) const {
+  TG_OP("expand");
   if (new_shape.size() < shape().size())
     throw Error("expand: can't expand shape " + to_str(shape()) + " to fewer dimensions " + to_str(new_shape));
   size_t off = new_shape.size() - shape().size();
@@ -44,6 +47,7 @@ Tensor Tensor::expand(Shape new_shape) const {
 }
 
 Tensor Tensor::permute(std::vector<int> order) const {
+  TG_OP("permute");
   for (auto& o : order) o = resolve_dim(*this, o, "permute");
   std::vector<int> sorted = order;
   std::sort(sorted.begin(), sorted.end());
@@ -54,11 +58,13 @@ Tensor Tensor::permute(std::vector<int> order) const {
 }
 
 Tensor Tensor::flip(Axes axis) const {
+  TG_OP("flip");
   std::vector<int> ax = detail::resolve_axes(*this, axis, "flip");
   return apply<F::Flip>({*this}, ax);
 }
 
 Tensor Tensor::shrink(Pairs arg) const {
+  TG_OP("shrink");
   if (arg.size() != shape().size())
     throw Error("shrink: needs one (start, end) pair per dim of shape " + to_str(shape()) + ", got " + std::to_string(arg.size()));
   bool noop = true;
@@ -73,6 +79,7 @@ Tensor Tensor::shrink(Pairs arg) const {
 }
 
 Tensor Tensor::pad(Pairs arg, double value) const {
+  TG_OP("pad");
   if (arg.size() != shape().size())
     throw Error("pad: needs one (before, after) pair per dim of shape " + to_str(shape()) + ", got " + std::to_string(arg.size()));
   bool noop = true;
@@ -102,6 +109,7 @@ Tensor slice_pad(const Tensor& x, const std::vector<std::optional<std::pair<int6
 }  // namespace detail
 
 Tensor Tensor::pad2d(std::vector<int64_t> p, double value) const {
+  TG_OP("pad2d");
   if (p.size() % 2 != 0 || p.size() / 2 > shape().size())
     throw Error("pad2d: padding " + to_str(p) + " needs an even length of at most 2*ndim for shape " + to_str(shape()));
   size_t k = p.size() / 2, n = shape().size();
@@ -116,14 +124,16 @@ Tensor Tensor::pad2d(std::vector<int64_t> p, double value) const {
 }
 
 Tensor Tensor::transpose(int dim0, int dim1) const {
+  TG_OP("transpose");
   std::vector<int> order(ndim());
   std::iota(order.begin(), order.end(), 0);
   std::swap(order[resolve_dim(*this, dim0, "transpose")], order[resolve_dim(*this, dim1, "transpose")]);
   return permute(order);
 }
-Tensor Tensor::T() const { return transpose(); }
+Tensor Tensor::T() const { TG_OP("T"); return transpose(); }
 
 Tensor Tensor::flatten(int start_dim, int end_dim) const {
+  TG_OP("flatten");
   int s = resolve_dim(*this, start_dim, "flatten"), e = resolve_dim(*this, end_dim, "flatten");
   if (ndim() == 0) return reshape({1});
   if (e < s) throw Error("flatten: start_dim " + std::to_string(start_dim) + " comes after end_dim " + std::to_string(end_dim));
@@ -133,6 +143,7 @@ Tensor Tensor::flatten(int start_dim, int end_dim) const {
   return reshape(ns);
 }
 Tensor Tensor::unflatten(int dim, Shape sizes) const {
+  TG_OP("unflatten");
   int d = resolve_dim(*this, dim, "unflatten");
   Shape ns(shape().begin(), shape().begin() + d);
   ns.insert(ns.end(), sizes.begin(), sizes.end());
@@ -140,6 +151,7 @@ Tensor Tensor::unflatten(int dim, Shape sizes) const {
   return reshape(ns);
 }
 Tensor Tensor::squeeze(std::optional<int> dim) const {
+  TG_OP("squeeze");
   if (!dim) {
     Shape ns;
     for (int64_t s : shape())
@@ -153,6 +165,7 @@ Tensor Tensor::squeeze(std::optional<int> dim) const {
   return reshape(ns);
 }
 Tensor Tensor::unsqueeze(int dim) const {
+  TG_OP("unsqueeze");
   int d = resolve_dim(*this, dim, "unsqueeze", true);
   Shape ns = shape();
   ns.insert(ns.begin() + d, 1);
@@ -160,6 +173,7 @@ Tensor Tensor::unsqueeze(int dim) const {
 }
 
 Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
+  TG_OP("cat");
   if (ts.empty()) throw Error("cat: needs at least one tensor");
   const Tensor& first = ts[0];
   int d = resolve_dim(first, dim, "cat");
@@ -184,6 +198,7 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
   return *ret;
 }
 Tensor Tensor::stack(const std::vector<Tensor>& ts, int dim) {
+  TG_OP("stack");
   if (ts.empty()) throw Error("stack: needs at least one tensor");
   int d = resolve_dim(ts[0], dim, "stack", true);
   std::vector<Tensor> us;
@@ -192,6 +207,7 @@ Tensor Tensor::stack(const std::vector<Tensor>& ts, int dim) {
 }
 
 Tensor Tensor::repeat(Shape repeats) const {
+  TG_OP("repeat");
   if (repeats.size() < shape().size())
     throw Error("repeat: " + to_str(repeats) + " needs at least as many entries as the dims of shape " + to_str(shape()));
   for (int64_t r : repeats)
@@ -207,6 +223,7 @@ Tensor Tensor::repeat(Shape repeats) const {
   return reshape(new_shape).expand(expand_shape).reshape(final_shape);
 }
 Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int> dim) const {
+  TG_OP("repeat_interleave");
   if (repeats < 0) throw Error("repeat_interleave: negative repeats " + std::to_string(repeats));
   Tensor x = dim ? *this : flatten();
   int d = dim ? resolve_dim(*this, *dim, "repeat_interleave") : 0;
@@ -218,6 +235,7 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int> dim) const 
 }
 
 std::vector<Tensor> Tensor::split(std::vector<int64_t> sizes, int dim) const {
+  TG_OP("split");
   int d = resolve_dim(*this, dim, "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -238,6 +256,7 @@ std::vector<Tensor> Tensor::split(std::vector<int64_t> sizes, int dim) const {
   return out;
 }
 std::vector<Tensor> Tensor::split(int64_t size, int dim) const {
+  TG_OP("split");
   if (size <= 0) throw Error("split: size must be positive, got " + std::to_string(size));
   int d = resolve_dim(*this, dim, "split");
   std::vector<int64_t> sizes;
@@ -245,6 +264,7 @@ std::vector<Tensor> Tensor::split(int64_t size, int dim) const {
   return split(sizes, d);
 }
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int dim) const {
+  TG_OP("chunk");
   if (chunks <= 0) throw Error("chunk: chunks must be positive, got " + std::to_string(chunks));
   int d = resolve_dim(*this, dim, "chunk");
   if (shape()[d] == 0) return split(std::vector<int64_t>(chunks, 0), d);
@@ -252,6 +272,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int dim) const {
 }
 
 Tensor Tensor::gather(int dim, const Tensor& index) const {
+  TG_OP("gather");
   if (index.ndim() != ndim())
     throw Error("gather: index of shape " + to_str(index.shape()) + " needs the same number of dims as " + to_str(shape()));
   if (!index.dtype().is_int()) throw Error("gather: index must be an int tensor, got " + index.dtype().str());

@@ -3,21 +3,25 @@
 #include <cmath>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 
 Tensor Tensor::linear(const Tensor& weight, std::optional<Tensor> bias) const {
+  TG_OP("linear");
   Tensor x = weight.ndim() == 1 ? mul(weight) : dot(weight);
   return bias ? x.add(*bias) : x;
 }
 
 Tensor Tensor::layernorm(Axes axis, double eps) const {
+  TG_OP("layernorm");
   Tensor y = *this - mean(axis, true);
   return y.mul((y * y).mean(axis, true).add(eps).rsqrt());
 }
 
 Tensor Tensor::batchnorm(std::optional<Tensor> weight, std::optional<Tensor> bias, const Tensor& mean, const Tensor& invstd,
                          Axes axis) const {
+  TG_OP("batchnorm");
   std::vector<int> ax = detail::resolve_axes(*this, axis, "batchnorm");
   Shape shp;
   for (int i = 0; i < ndim(); i++) shp.push_back(std::find(ax.begin(), ax.end(), i) != ax.end() ? shape()[i] : 1);
@@ -34,6 +38,7 @@ Tensor Tensor::batchnorm(std::optional<Tensor> weight, std::optional<Tensor> bia
 }
 
 Tensor Tensor::dropout(double p) const {
+  TG_OP("dropout");
   if (p < 0 || p > 1) throw Error("dropout: p must be in [0, 1], got " + std::to_string(p));
   if (!Tensor::training || p == 0) return *this;
   Tensor keep = Tensor::rand(shape(), Opts{dtypes::default_float(), device(), false}) >= p;
@@ -41,6 +46,7 @@ Tensor Tensor::dropout(double p) const {
 }
 
 Tensor Tensor::one_hot(int64_t num_classes) const {
+  TG_OP("one_hot");
   if (num_classes <= 0) throw Error("one_hot: num_classes must be positive, got " + std::to_string(num_classes));
   if (!dtype().is_int()) throw Error("one_hot: needs an int tensor of class indices, got " + dtype().str());
   return ((*this)[{Ellipsis, None}] == Tensor::arange(num_classes, Opts{{}, device(), false})).where(1, 0);
@@ -48,6 +54,7 @@ Tensor Tensor::one_hot(int64_t num_classes) const {
 
 Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& value, std::optional<Tensor> attn_mask, double dropout_p,
                                             bool is_causal) const {
+  TG_OP("scaled_dot_product_attention");
   if (ndim() < 2 || key.ndim() < 2 || value.ndim() < 2)
     throw Error("scaled_dot_product_attention: query " + to_str(shape()) + ", key " + to_str(key.shape()) + " and value " +
                 to_str(value.shape()) + " need at least 2 dims (..., seq, dim)");
@@ -62,13 +69,16 @@ Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& val
 }
 
 Tensor Tensor::binary_crossentropy(const Tensor& y) const {
+  TG_OP("binary_crossentropy");
   return (-y * log() - (1 - y) * (1 - *this).log()).mean();
 }
 Tensor Tensor::binary_crossentropy_logits(const Tensor& y) const {
+  TG_OP("binary_crossentropy_logits");
   return (maximum(0) - y * *this + (1 + abs().neg().exp()).log()).mean();
 }
 
 Tensor Tensor::sparse_categorical_crossentropy(const Tensor& Y, int64_t ignore_index, double label_smoothing) const {
+  TG_OP("sparse_categorical_crossentropy");
   if (label_smoothing < 0 || label_smoothing > 1) throw Error("sparse_categorical_crossentropy: label_smoothing must be in [0, 1]");
   if (ndim() < 1 || Y.numel() * shape().back() != numel())
     throw Error("sparse_categorical_crossentropy: logits " + to_str(shape()) + " and labels " + to_str(Y.shape()) +

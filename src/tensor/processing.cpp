@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 using detail::resolve_dim;
@@ -109,6 +110,7 @@ Tensor tri(int64_t r, int64_t c, int64_t diagonal, const Opts& opts) {
 
 // ---- matmul
 Tensor Tensor::dot(const Tensor& w, std::optional<DType> acc_dtype) const {
+  TG_OP("dot");
   int64_t n1 = ndim(), n2 = w.ndim();
   if (n1 == 0 || n2 == 0)
     throw Error("matmul: both arguments need at least 1 dim, got shapes " + to_str(shape()) + " and " + to_str(w.shape()));
@@ -126,11 +128,13 @@ Tensor Tensor::dot(const Tensor& w, std::optional<DType> acc_dtype) const {
   return (x * y).sum(-1, false, acc_dtype).cast(acc_dtype.value_or(least_upper_dtype(x.dtype(), y.dtype())));
 }
 Tensor Tensor::matmul(const Tensor& x, bool reverse, std::optional<DType> acc_dtype) const {
+  TG_OP("matmul");
   return reverse ? x.dot(*this, acc_dtype) : dot(x, acc_dtype);
 }
 
 // ---- pooling and convolution
 Tensor Tensor::avg_pool2d(Shape kernel_size, Shape stride, Shape dilation, Shape padding, bool count_include_pad) const {
+  TG_OP("avg_pool2d");
   Shape k = detail::make_pair(kernel_size, 2, "avg_pool2d", "kernel_size");
   Shape pad = detail::padding2d(padding, k.size(), "avg_pool2d");
   Shape st = stride.empty() ? k : stride;
@@ -141,6 +145,7 @@ Tensor Tensor::avg_pool2d(Shape kernel_size, Shape stride, Shape dilation, Shape
   return pool(*this).sum(axis) / pool(ones_like()).sum(axis);
 }
 Tensor Tensor::max_pool2d(Shape kernel_size, Shape stride, Shape dilation, Shape padding) const {
+  TG_OP("max_pool2d");
   Shape k = detail::make_pair(kernel_size, 2, "max_pool2d", "kernel_size");
   Shape pad = detail::padding2d(padding, k.size(), "max_pool2d");
   std::vector<int> axis;
@@ -150,6 +155,7 @@ Tensor Tensor::max_pool2d(Shape kernel_size, Shape stride, Shape dilation, Shape
 
 Tensor Tensor::conv2d(const Tensor& weight, std::optional<Tensor> bias, int groups, Shape stride, Shape dilation, Shape padding,
                       std::optional<DType> acc_dtype) const {
+  TG_OP("conv2d");
   if (ndim() < 3 || ndim() != weight.ndim())
     throw Error("conv2d: input " + to_str(shape()) + " and weight " + to_str(weight.shape()) +
                 " need the same number of dims (N, C, *spatial) and (Cout, Cin/groups, *kernel)");
@@ -191,6 +197,7 @@ Tensor Tensor::conv2d(const Tensor& weight, std::optional<Tensor> bias, int grou
 
 Tensor Tensor::conv_transpose2d(const Tensor& weight, std::optional<Tensor> bias, int groups, Shape stride, Shape dilation,
                                 Shape padding, Shape output_padding) const {
+  TG_OP("conv_transpose2d");
   if (ndim() < 3 || ndim() != weight.ndim())
     throw Error("conv_transpose2d: input " + to_str(shape()) + " and weight " + to_str(weight.shape()) + " need the same number of dims");
   if (groups <= 0 || weight.shape()[0] % groups != 0 || shape()[1] != weight.shape()[0])
@@ -230,6 +237,7 @@ Tensor Tensor::conv_transpose2d(const Tensor& weight, std::optional<Tensor> bias
 
 // ---- cumsum, triangles, interpolate
 Tensor Tensor::cumsum(int axis) const {
+  TG_OP("cumsum");
   int a = resolve_dim(*this, axis, "cumsum");
   if (ndim() == 0 || numel() == 0) return *this;
   constexpr int64_t SPLIT = 256;
@@ -249,17 +257,20 @@ Tensor Tensor::cumsum(int axis) const {
 }
 
 Tensor Tensor::triu(int diagonal) const {
+  TG_OP("triu");
   if (ndim() < 2) throw Error("triu: needs at least 2 dims, got shape " + to_str(shape()));
   Opts o{dtypes::bool_, device(), false};
   return detail::tri(shape()[ndim() - 2], shape()[ndim() - 1], diagonal, o).where(*this, 0).cast(dtype());
 }
 Tensor Tensor::tril(int diagonal) const {
+  TG_OP("tril");
   if (ndim() < 2) throw Error("tril: needs at least 2 dims, got shape " + to_str(shape()));
   Opts o{dtypes::bool_, device(), false};
   return detail::tri(shape()[ndim() - 2], shape()[ndim() - 1], diagonal + 1, o).where(0, *this).cast(dtype());
 }
 
 Tensor Tensor::interpolate(Shape size, const std::string& mode, bool align_corners) const {
+  TG_OP("interpolate");
   if (size.empty() || size.size() > static_cast<size_t>(ndim()))
     throw Error("interpolate: size " + to_str(size) + " needs 1 to " + std::to_string(ndim()) + " values for shape " + to_str(shape()));
   for (int64_t s : size)
@@ -284,6 +295,7 @@ Tensor Tensor::interpolate(Shape size, const std::string& mode, bool align_corne
 
 // ---- einsum: permute each operand to sorted letter order, broadcast-multiply, sum the contracted letters
 Tensor Tensor::einsum(const std::string& formula0, const std::vector<Tensor>& xs, std::optional<DType> acc_dtype) {
+  TG_OP("einsum");
   std::string formula;
   for (char c : formula0)
     if (c != ' ') formula += c;

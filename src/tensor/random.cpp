@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 using detail::lb;
@@ -30,6 +31,7 @@ void Tensor::manual_seed(uint64_t seed) {
 }
 
 Tensor Tensor::rand(Shape shape, Opts opts) {
+  TG_OP("rand");
   check_shape(shape, "rand");
   bool fresh = !g_rng_counter;
   if (fresh) g_rng_counter = Tensor::from<uint32_t>({0}, {1}, Opts{{}, "", false});
@@ -52,6 +54,7 @@ Tensor Tensor::rand(Shape shape, Opts opts) {
 }
 
 Tensor Tensor::randn(Shape shape, Opts opts) {
+  TG_OP("randn");
   Shape s2{2};
   s2.insert(s2.end(), shape.begin(), shape.end());
   Tensor src = rand(s2, no_grad_opts(opts, dtypes::float32));
@@ -60,6 +63,7 @@ Tensor Tensor::randn(Shape shape, Opts opts) {
 }
 
 Tensor Tensor::randint(Shape shape, int64_t low, int64_t high, Opts opts) {
+  TG_OP("randint");
   DType dt = opts.dtype.value_or(dtypes::int32);
   if (!dt.is_int()) throw Error("randint: dtype " + dt.str() + " must be an int dtype");
   if (low >= high) throw Error("randint: low " + std::to_string(low) + " must be below high " + std::to_string(high));
@@ -68,39 +72,46 @@ Tensor Tensor::randint(Shape shape, int64_t low, int64_t high, Opts opts) {
 }
 
 Tensor Tensor::uniform(Shape shape, double low, double high, Opts opts) {
+  TG_OP("uniform");
   DType dt = opts.dtype.value_or(dtypes::default_float());
   Tensor r = ((high - low) * rand(shape, no_grad_opts(opts, std::nullopt))).cast(dt) + low;
   return leaf(r, opts.requires_grad);
 }
 
 Tensor Tensor::normal(Shape shape, double mean, double std, Opts opts) {
+  TG_OP("normal");
   return leaf(std * randn(shape, no_grad_opts(opts, opts.dtype)) + mean, opts.requires_grad);
 }
 
 Tensor Tensor::scaled_uniform(Shape shape, Opts opts) {
+  TG_OP("scaled_uniform");
   double scale = std::pow(static_cast<double>(tg::prod(shape)), -0.5);
   return leaf(uniform(shape, -1.0, 1.0, no_grad_opts(opts, opts.dtype)).mul(scale), opts.requires_grad);
 }
 
 Tensor Tensor::glorot_uniform(Shape shape, Opts opts) {
+  TG_OP("glorot_uniform");
   if (shape.empty()) throw Error("glorot_uniform: needs at least 1 dim");
   double scale = std::sqrt(6.0 / static_cast<double>(shape[0] + tg::prod(tail(shape))));
   return leaf(uniform(shape, -1.0, 1.0, no_grad_opts(opts, opts.dtype)).mul(scale), opts.requires_grad);
 }
 
 Tensor Tensor::kaiming_uniform(Shape shape, double a, Opts opts) {
+  TG_OP("kaiming_uniform");
   if (shape.empty()) throw Error("kaiming_uniform: needs at least 1 dim");
   double bound = std::sqrt(3.0) * std::sqrt(2.0 / (1 + a * a)) / std::sqrt(static_cast<double>(tg::prod(tail(shape))));
   return uniform(shape, -bound, bound, opts);
 }
 
 Tensor Tensor::kaiming_normal(Shape shape, double a, Opts opts) {
+  TG_OP("kaiming_normal");
   if (shape.empty()) throw Error("kaiming_normal: needs at least 1 dim");
   double std = std::sqrt(2.0 / (1 + a * a)) / std::sqrt(static_cast<double>(tg::prod(tail(shape))));
   return normal(shape, 0.0, std, opts);
 }
 
 Tensor Tensor::multinomial(int64_t num_samples, bool replacement) const {
+  TG_OP("multinomial");
   if (ndim() < 1 || ndim() > 2 || num_samples <= 0)
     throw Error("multinomial: needs a 1-d or 2-d tensor of weights and num_samples > 0, got shape " + to_str(shape()) +
                 " and num_samples " + std::to_string(num_samples));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tensor/function.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 using detail::resolve_dim;
@@ -38,16 +39,18 @@ int64_t reduced_count(const Tensor& t, const Axes& axis, const char* op) {
 }  // namespace
 
 Tensor Tensor::sum(Axes axis, bool keepdim, std::optional<DType> acc_dtype) const {
+  TG_OP("sum");
   Tensor ret = reduce<F::Sum>(cast(acc_dtype.value_or(sum_acc_dtype(dtype()))), axis, keepdim, "sum");
   return !acc_dtype && (dtype() == dtypes::float16 || dtype() == dtypes::bfloat16) ? ret.cast(dtype()) : ret;
 }
-Tensor Tensor::max(Axes axis, bool keepdim) const { return reduce<F::Max>(*this, axis, keepdim, "max"); }
-Tensor Tensor::min(Axes axis, bool keepdim) const { return -((-*this).max(axis, keepdim)); }
-Tensor Tensor::any(Axes axis, bool keepdim) const { return bool_().max(axis, keepdim); }
-Tensor Tensor::all(Axes axis, bool keepdim) const { return logical_not().any(axis, keepdim).logical_not(); }
+Tensor Tensor::max(Axes axis, bool keepdim) const { TG_OP("max"); return reduce<F::Max>(*this, axis, keepdim, "max"); }
+Tensor Tensor::min(Axes axis, bool keepdim) const { TG_OP("min"); return -((-*this).max(axis, keepdim)); }
+Tensor Tensor::any(Axes axis, bool keepdim) const { TG_OP("any"); return bool_().max(axis, keepdim); }
+Tensor Tensor::all(Axes axis, bool keepdim) const { TG_OP("all"); return logical_not().any(axis, keepdim).logical_not(); }
 
 // product as a tree of pairwise multiplies over the flattened reduce axes (exact, differentiable)
 Tensor Tensor::prod(Axes axis, bool keepdim) const {
+  TG_OP("prod");
   std::vector<int> ax = reduce_axes(*this, axis, "prod");
   Shape kept = drop_axes(shape(), ax), ks = shape();
   std::vector<int> order;
@@ -71,26 +74,31 @@ Tensor Tensor::prod(Axes axis, bool keepdim) const {
 }
 
 Tensor Tensor::mean(Axes axis, bool keepdim) const {
+  TG_OP("mean");
   DType out = dtype().is_float() ? dtype() : dtypes::float32;
   Tensor num = cast(sum_acc_dtype(dtype())).sum(axis, keepdim);
   return num.div(reduced_count(*this, axis, "mean")).cast(out);
 }
 Tensor Tensor::var(Axes axis, bool keepdim, int64_t correction) const {
+  TG_OP("var");
   Tensor squares = (*this - mean(axis, true)).square();
   int64_t n = reduced_count(*this, axis, "var");
   return squares.sum(axis, keepdim).div(std::max<int64_t>(0, n - correction));
 }
-Tensor Tensor::std(Axes axis, bool keepdim, int64_t correction) const { return var(axis, keepdim, correction).sqrt(); }
+Tensor Tensor::std(Axes axis, bool keepdim, int64_t correction) const { TG_OP("std"); return var(axis, keepdim, correction).sqrt(); }
 
 Tensor Tensor::softmax(int axis) const {
+  TG_OP("softmax");
   Tensor m = *this - max(axis, true), e = m.exp();
   return e.div(e.sum(axis, true));
 }
 Tensor Tensor::log_softmax(int axis) const {
+  TG_OP("log_softmax");
   Tensor m = *this - max(axis, true);
   return m - m.exp().sum(axis, true).log();
 }
 Tensor Tensor::logsumexp(std::optional<int> axis, bool keepdim) const {
+  TG_OP("logsumexp");
   Axes ax = axis ? Axes(*axis) : Axes();
   Tensor m = max(ax, true);
   Tensor s = (*this - m).exp().sum(ax, keepdim).log();
@@ -99,6 +107,7 @@ Tensor Tensor::logsumexp(std::optional<int> axis, bool keepdim) const {
 
 // first index of the max: idx counts down from n-1, so the max of idx picks the earliest tie
 Tensor Tensor::argmax(std::optional<int> axis, bool keepdim) const {
+  TG_OP("argmax");
   if (!axis) return flatten().argmax(0);
   int a = resolve_dim(*this, *axis, "argmax");
   int64_t n = shape()[a];
@@ -112,6 +121,6 @@ Tensor Tensor::argmax(std::optional<int> axis, bool keepdim) const {
   Tensor idx = m * ar.reshape(rs);
   return (n - idx.max(a, keepdim) - 1).cast(dtypes::int32);
 }
-Tensor Tensor::argmin(std::optional<int> axis, bool keepdim) const { return (-*this).argmax(axis, keepdim); }
+Tensor Tensor::argmin(std::optional<int> axis, bool keepdim) const { TG_OP("argmin"); return (-*this).argmax(axis, keepdim); }
 
 }  // namespace tg

@@ -9,6 +9,7 @@
 #include "runtime/buffer.hpp"
 #include "tensor/function.hpp"
 #include "tg/device.hpp"
+#include "lazy/metadata.hpp"
 
 namespace tg {
 
@@ -199,11 +200,12 @@ TG_INSTANTIATE(double)
 #undef TG_INSTANTIATE
 
 // ---- conversion
-Tensor Tensor::contiguous() const { return apply<F::Contiguous>({*this}); }
-Tensor Tensor::contiguous_backward() const { return apply<F::ContiguousBackward>({*this}); }
+Tensor Tensor::contiguous() const { TG_OP("contiguous"); return apply<F::Contiguous>({*this}); }
+Tensor Tensor::contiguous_backward() const { TG_OP("contiguous_backward"); return apply<F::ContiguousBackward>({*this}); }
 Tensor Tensor::detach() const { return make_tensor(d_->lazydata, false); }
 
 Tensor Tensor::to(const std::string& device) const {
+  TG_OP("to");
   std::string dev = detail::resolve_device(device);
   if (dev == this->device()) return *this;
   Tensor ret = make_tensor(d_->lazydata->copy_to_device(dev), d_->requires_grad);
@@ -214,6 +216,7 @@ Tensor Tensor::to(const std::string& device) const {
 // clang 14 and gcc 12 have no bfloat16 arithmetic on x86 ("__bf16 is not supported on this target"),
 // so on the CPU a cast from or to bfloat16 goes through the bits: they are the top half of a float32.
 Tensor Tensor::cast(DType dt) const {
+  TG_OP("cast");
   if (dtype() == dt) return *this;
   const bool bf16_on_cpu = (dtype() == dtypes::bfloat16 || dt == dtypes::bfloat16) && device() == "CPU" && !requires_grad();
   if (bf16_on_cpu && dtype() == dtypes::bfloat16)
@@ -227,16 +230,17 @@ Tensor Tensor::cast(DType dt) const {
   return apply<F::Cast>({*this}, dt, false);
 }
 Tensor Tensor::bitcast(DType dt) const {
+  TG_OP("bitcast");
   if (requires_grad()) throw Error("bitcast: can't backprop through bitcast; detach() the tensor first");
   if (dtype() == dt) return *this;
   if (dt.itemsize() != dtype().itemsize() && device().rfind("DISK", 0) != 0)
     throw Error("bitcast: " + dtype().str() + " -> " + dt.str() + " changes the item size; only DISK tensors support that");
   return apply<F::Cast>({*this}, dt, true);
 }
-Tensor Tensor::float_() const { return cast(dtypes::float32); }
-Tensor Tensor::half() const { return cast(dtypes::float16); }
-Tensor Tensor::int_() const { return cast(dtypes::int32); }
-Tensor Tensor::bool_() const { return cast(dtypes::bool_); }
+Tensor Tensor::float_() const { TG_OP("float"); return cast(dtypes::float32); }
+Tensor Tensor::half() const { TG_OP("half"); return cast(dtypes::float16); }
+Tensor Tensor::int_() const { TG_OP("int"); return cast(dtypes::int32); }
+Tensor Tensor::bool_() const { TG_OP("bool"); return cast(dtypes::bool_); }
 
 Tensor& Tensor::replace(const Tensor& x) {
   if (x.requires_grad() || d_->ctx) throw Error("replace: neither tensor may be part of an autograd graph; detach() first");
@@ -245,6 +249,7 @@ Tensor& Tensor::replace(const Tensor& x) {
   return *this;
 }
 Tensor& Tensor::assign(const Tensor& x) {
+  TG_OP("assign");
   if (d_->lazydata == lb(x)) return *this;   // self assign is a no-op
   if (shape() != x.shape()) throw Error("assign: shape mismatch " + to_str(shape()) + " != " + to_str(x.shape()));
   if (device() != x.device()) throw Error("assign: device mismatch " + device() + " != " + x.device() + "; use x.to(\"" + device() + "\")");
@@ -365,6 +370,8 @@ Tensor& Tensor::backward(const Tensor& gradient) {
                   ") is in the autograd graph but got no gradient (like a comparison used as a where condition); "
                   "detach() it where it is used");
     std::shared_ptr<Function> ctx = std::move(t0->ctx);
+    const Metadata* md = ctx->metadata;
+    MetadataScope bw(md ? intern_metadata(md->name, md->file, md->line, true) : nullptr, true);
     LBs grads = ctx->backward(lb(*t0->grad));
     TG_ASSERT(grads.size() == ctx->parents.size(), std::string(ctx->name()) + ".backward returned the wrong number of grads");
     for (size_t i = 0; i < grads.size(); i++) {
