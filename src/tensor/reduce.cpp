@@ -121,6 +121,13 @@ Tensor Tensor::argmax(std::optional<int> axis, bool keepdim) const {
   Tensor idx = m * ar.reshape(rs);
   return (n - idx.max(a, keepdim) - 1).cast(dtypes::int32);
 }
-Tensor Tensor::argmin(std::optional<int> axis, bool keepdim) const { TG_OP("argmin"); return (-*this).argmax(axis, keepdim); }
+// The order-reversing inverse (tinygrad's _inverse): ~x for ints (-x overflows at the minimum and
+// reverses no unsigned order; on CUDA sm_90, NVRTC 13.0 compiled max(-a, -b, ...) over int32 with
+// some negations dropped, so argmin picked wrong indices), logical not for bools, -x for floats.
+Tensor Tensor::argmin(std::optional<int> axis, bool keepdim) const {
+  TG_OP("argmin");
+  const Tensor inv = dtype().is_int() ? *this ^ int64_t{-1} : -*this;
+  return inv.argmax(axis, keepdim);
+}
 
 }  // namespace tg
