@@ -2,7 +2,7 @@
 // CUDA, printed as JSON lines. bench/torch_gpu_reduce.py times the same workloads with torch in the
 // same call; scripts compare ms per workload. Each workload runs under TinyJit (kernels replayed, no
 // scheduling), warm-up first, then the mean of BENCH_ITERS replays between two device syncs.
-// Without a GPU it prints one line saying so and exits 0.
+// Without a GPU it prints one line saying so and exits 0. Figures: bench/NOTES_gpu_reduce.md.
 #include <tg/tg.hpp>
 
 #include <chrono>
