@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 
+#include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
@@ -65,7 +66,7 @@ TEST(CudaReduceCodegen, LongRowSoftmaxUsesSharedMemoryAndWarpShuffles) {
   std::vector<std::string> reduces;
   for (const ScheduleItem& si : x.softmax(-1).schedule()) {
     if (si.kind != MetaOps::KERNEL) continue;
-    Kernel k(si.ast, ren);
+    Kernel k(Access::uop(si.ast), ren);
     k.hand_coded_optimizations();
     RenderedProgram p = k.to_program();
     if (!k.reduceop()) continue;

@@ -49,7 +49,7 @@ void expect_folds(const UOp& term, const UOp& r, const UOp& x, int64_t xlo, int6
 std::vector<std::string> kernel_sources(const Tensor& t) {
   std::vector<std::string> out;
   for (const ScheduleItem& si : t.schedule())
-    if (si.kind == MetaOps::KERNEL) out.push_back(get_runner("CPU", si.ast)->p.src);
+    if (si.kind == MetaOps::KERNEL) out.push_back(get_runner("CPU", Access::uop(si.ast))->p.src);
   return out;
 }
 int count(const std::string& s, const std::string& sub) {
@@ -256,7 +256,7 @@ TEST(FoldEndToEnd, RandKernelsHaveNoReduce) {
     for (const ScheduleItem& si : Tensor::rand({n}).schedule()) {
       if (si.kind != MetaOps::KERNEL) continue;
       kernels++;
-      Kernel k(si.ast, *ren);
+      Kernel k(Access::uop(si.ast), *ren);
       k.hand_coded_optimizations();
       RenderedProgram p = k.to_program();
       for (const UOp& u : k.uops) {
