@@ -3,13 +3,14 @@
 // arange, rand, gathers and one_hot run without a loop over the folded axis.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 
+#include "codegen/kernel.hpp"
 #include "codegen/reduce_fold.hpp"
 #include "codegen/uopgraph.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
+#include "renderer/cstyle.hpp"
 #include "tg/tg.hpp"
 #include "uop/symbolic.hpp"
 
@@ -118,6 +119,25 @@ TEST(FoldRules, CountIntersectionsAndGates) {
   EXPECT_FALSE(fold_range_sum((r * r).lt(x).where(ic(1), ic(0)), r).has_value());
 }
 
+// A gate on thread indices (a GPU kernel's pad: gidx*8+lidx*2+j < c) bounds each of them, so the
+// MOD in a cumsum's index drops and the count folds; the closed form equals the loop for every thread.
+TEST(FoldRules, GateOnThreadIndicesNarrowsThem) {
+  UOp g(Ops::SPECIAL, dtypes::int32, {ic(16)}, std::string("gidx0")), l(Ops::SPECIAL, dtypes::int32, {ic(4)}, std::string("lidx0"));
+  UOp j = rng(1, 0, 2), r = rng(0, 0, 64);
+  UOp out = g * 8 + l * 2 + j;   // 0..127, only 0..63 are valid
+  UOp term = (out.lt(ic(64)) & ((out + r) % 127).lt(ic(63)).alu(UnaryOps::NEG)).where(ic(1), ic(0));
+  auto f = fold_range_sum(term, r);
+  ASSERT_TRUE(f.has_value()) << term.render();
+  EXPECT_FALSE(depends_on(*f, r));
+  UOp s = simplify(*f);
+  for (int64_t gv = 0; gv < 16; gv++)
+    for (int64_t lv = 0; lv < 4; lv++)
+      for (int64_t jv = 0; jv < 2; jv++) {
+        Vars v{{"gidx0", gv}, {"lidx0", lv}, {"ridx1", jv}};
+        ASSERT_EQ(ev(s, v), brute_sum(term, r, v)) << gv << " " << lv << " " << jv;
+      }
+}
+
 // ******************** indexing: sum of where(r == x, v(r), 0) ********************
 
 TEST(FoldRules, IndexSubstitutesTheRange) {
@@ -224,18 +244,28 @@ TEST(FoldEndToEnd, ArangeVariants) {
   for (size_t i = 0; i < fl.size(); i++) ASSERT_EQ(fl[i], -3.5f + 0.5f * static_cast<float>(i));
 }
 
-// rand's counter (an arange under threefry) folds: its kernels keep at most one loop, where the unfolded
-// arange is 2^23 adds per element. Scheduled without running; the time is in bench/bench_kernels (rand).
-TEST(FoldEndToEnd, RandHasNoArangeLoop) {
-  Tensor r = Tensor::rand({1 << 24});
-  int kernels = 0;
-  for (const ScheduleItem& si : memory_planner(create_schedule({Access::lazydata(r)})))
-    if (si.kind == MetaOps::KERNEL) {
-      const std::string src = get_runner("CPU", Access::uop(si.ast))->p.src;
-      EXPECT_LE(count(src, "for ("), 1) << src;   // the counter update has none
+// The kernels that make random numbers have no loop over n on any target: the arange under
+// threefry is folded. On CUDA the pad gate of Tensor::cat reads gidx0*128+lidx0*4+j < n/2 (thread
+// indices, not RANGEs); before the fold narrowed those it ran a reduce of n/2 per element (n^2).
+TEST(FoldEndToEnd, RandKernelsHaveNoReduce) {
+  const int64_t n = int64_t{1} << 24;
+  ClangRenderer cpu;
+  CUDARenderer cuda("sm_90");
+  for (const Renderer* ren : std::initializer_list<const Renderer*>{&cpu, &cuda}) {
+    int kernels = 0;
+    for (const ScheduleItem& si : Tensor::rand({n}).schedule()) {
+      if (si.kind != MetaOps::KERNEL) continue;
       kernels++;
+      Kernel k(Access::uop(si.ast), *ren);
+      k.hand_coded_optimizations();
+      RenderedProgram p = k.to_program();
+      for (const UOp& u : k.uops) {
+        EXPECT_NE(u->op, Ops::DEFINE_ACC) << ren->device << " " << p.name << "\n" << p.src;   // no accumulator: no reduce
+        if (u->op == Ops::RANGE && !is_parallel_range(u)) ADD_FAILURE() << ren->device << " loop in " << p.name << "\n" << p.src;
+      }
     }
-  EXPECT_GT(kernels, 0);
+    EXPECT_GE(kernels, 1);
+  }
   // the stream is tinygrad's: see TensorRandom.MatchesTinygradThreefry for the exact values
   Tensor::manual_seed(42);
   EXPECT_EQ(Tensor::rand({5}).tolist<float>()[0], 0.1813475489616394f);

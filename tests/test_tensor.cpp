@@ -202,6 +202,10 @@ TEST(TensorReduce, SoftmaxArgmax) {
   EXPECT_EQ(ivals(m.argmax(0)), (std::vector<int32_t>{1, 0, 1}));
   EXPECT_EQ(m.argmax(1, true).shape(), (Shape{2, 1}));
   EXPECT_EQ(F({3, 1, 1}, {3}).argmin().item<int32_t>(), 1);
+  // ints reverse their order with ~x: -x overflows at INT32_MIN (and is no order for unsigned)
+  EXPECT_EQ(Tensor::from<int32_t>({5, INT32_MIN, -3, INT32_MIN}, {4}).argmin().item<int32_t>(), 1);
+  EXPECT_EQ(Tensor::from<int32_t>({5, INT32_MAX, -3, INT32_MIN}, {4}).argmax().item<int32_t>(), 1);
+  EXPECT_EQ(Tensor::from<uint8_t>({7, 0, 255, 0}, {4}).argmin().item<int32_t>(), 1);
 }
 
 TEST(TensorReduce, Cumsum) {

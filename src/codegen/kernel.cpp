@@ -531,6 +531,7 @@ const std::vector<UOp>& Kernel::linearize() {
   ropts.has_log2 = opts->supports(UnaryOps::LOG2);
   ropts.has_sin = opts->supports(UnaryOps::SIN);
   ropts.vector_bytes = getenv("VECTORIZE", 1) ? opts->vector_bytes : 0;
+  ropts.gpu_vector_loads = opts->has_local && opts->supports_float4 && opts->vector_bytes == 0 && getenv("GPU_FLOAT4", 1);
   lowered = full_graph_rewrite(sink, ropts);
   uops = ::tg::linearize(lowered);
   if (debug() >= 6)

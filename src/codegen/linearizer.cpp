@@ -271,7 +271,7 @@ void type_verify(const std::vector<UOp>& uops) {
             TG_ASSERT(dt == boolv && src[0]->dtype == src[1]->dtype, "comparison dtype mismatch: " + u.str());
           } else if (op == BinaryOps::IDIV) {
             TG_ASSERT(src[0]->dtype.is_int() && src[1]->dtype.is_int() && dt.is_int(), "IDIV needs ints: " + u.str());
-          } else if (op == BinaryOps::SHL || op == BinaryOps::SHR) {
+          } else if (op == BinaryOps::SHL || op == BinaryOps::SHR || op == BinaryOps::SHFL_XOR) {   // an int shift/lane mask
             TG_ASSERT(dt == src[0]->dtype, "shift dtype mismatch: " + u.str());
           } else {
             TG_ASSERT(dt == src[0]->dtype && dt == src[1]->dtype, "binary ALU dtype mismatch: " + u.str());

@@ -150,6 +150,31 @@ class Lowerer {
     ridxs_ = idxs_;
     for (int64_t a = first_reduce; a < first_reduce + group_for_reduces; a++)
       ridxs_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{1000 + a, 1});
+    // One group dim on threadIdx.x, a multiple of 32: each warp's 32 partials combine through
+    // shuffles, so after the barrier the reduce reads one value per warp (temp[32*w]).
+    group_ranges_ = ridxs_;
+    if (opts.has_warp_shuffle && group_for_reduces == 1 && ki.local_dims == 0 && !full_sym[first_reduce] && full_shape[first_reduce] % 32 == 0 &&
+        warp_dtype_ok(nodes)) {
+      const int64_t a = first_reduce;
+      group_ranges_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[a] / 32)}, std::vector<int64_t>{1000 + a, 1});
+      ridxs_[a] = group_ranges_[a] * iconst(32);
+      warp_reduce_ = true;
+    }
+  }
+
+  // the group reduce's local buffer holds a dtype __shfl_xor_sync takes, and the reduce is SUM or MAX
+  static bool warp_dtype_ok(const std::vector<UOp>& nodes) {
+    for (const UOp& u : nodes) {
+      if (u->op != Ops::DEFINE_LOCAL) continue;
+      const DType d = u->dtype.base();
+      if (!(d == dtypes::float32 || d == dtypes::int32 || d == dtypes::uint32 || d == dtypes::float16)) return false;
+    }
+    return true;
+  }
+  // all lanes of a warp end with op over the warp's 32 values (a butterfly of xor shuffles)
+  static UOp warp_allreduce(UOp v, BinaryOps op) {
+    for (int64_t m : {16, 8, 4, 2, 1}) v = v.alu(op, UOp(Ops::ALU, v->dtype, {v, UOp::const_(dtypes::int32, m)}, BinaryOps::SHFL_XOR));
+    return v;
   }
 
   UOp to_uop(const UOp& x) {
@@ -177,7 +202,13 @@ class Lowerer {
     if (!local)
       for (size_t i = 0; i < idxs_.size(); i++)
         if (idxs_[i] != ridxs_[i]) valid = valid & idxs_[i].eq(iconst(0));
-    std::vector<UOp> src{buf, idx, to_uop(x->src[2])};
+    UOp val = to_uop(x->src[2]);
+    if (local && warp_reduce_) {
+      const UOp& red = x->src[2];   // the partial reduce stored for the group
+      TG_ASSERT(red->op == Ops::REDUCE_AXIS, "a group's local store holds a reduce, not " + red.str());
+      val = warp_allreduce(val, red->as<ReduceArg>().op == ReduceOps::SUM ? BinaryOps::ADD : BinaryOps::MAX);
+    }
+    std::vector<UOp> src{buf, idx, val};
     if (!is_true(valid)) src.push_back(valid);
     return UOp(Ops::STORE, dtypes::void_, src);
   }
@@ -190,7 +221,8 @@ class Lowerer {
     std::vector<int64_t> contract_axis;
     for (int64_t a : ra.axes) {
       const UOp& r = ridxs_[a];
-      if (r->op == Ops::RANGE) src.push_back(r);
+      if (group_ranges_[a]->op == Ops::RANGE && group_ranges_[a] != r) src.push_back(group_ranges_[a]);   // warp reduce: r = 32*range
+      else if (r->op == Ops::RANGE) src.push_back(r);
       else for (int64_t v : r->as<std::vector<int64_t>>()) contract_axis.push_back(v);
     }
     UOp ret = in;
@@ -249,7 +281,8 @@ class Lowerer {
   }
 
   const Renderer& opts_;
-  std::vector<UOp> idxs_, ridxs_;
+  std::vector<UOp> idxs_, ridxs_, group_ranges_;
+  bool warp_reduce_ = false;
   std::unordered_map<const UOpNode*, UOp> cache_;
 };
 

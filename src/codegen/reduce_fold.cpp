@@ -1,5 +1,6 @@
 #include "codegen/reduce_fold.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,6 +59,32 @@ bool add_interval(const UOp& cond, const SumVar& q, Interval& iv) {
   if (got.lo) iv.lo = join_max(iv.lo, *got.lo);
   if (got.hi) iv.hi = join_min(iv.hi, *got.hi);
   return true;
+}
+
+int64_t floor_div_int(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+int64_t ceil_div_int(int64_t a, int64_t b) { return -floor_div_int(-a, b); }
+
+// x as base + sum of a_i * index_i with a_i > 0 and each index a RANGE with constant bounds or a SPECIAL
+struct IndexSum { int64_t base = 0; std::vector<std::pair<UOp, int64_t>> terms; };
+std::optional<IndexSum> index_sum(const UOp& x) {
+  std::vector<UOp> parts;
+  flatten(x, BinaryOps::ADD, parts);
+  IndexSum r;
+  for (const UOp& p : parts) {
+    if (p->op == Ops::CONST) { r.base += const_to_int(p.const_value()); continue; }
+    UOp v = p;
+    int64_t a = 1;
+    if (is_alu(p, BinaryOps::MUL) && p->src[1]->op == Ops::CONST) v = p->src[0], a = const_to_int(p->src[1].const_value());
+    else if (is_alu(p, BinaryOps::MUL) && p->src[0]->op == Ops::CONST) v = p->src[1], a = const_to_int(p->src[0].const_value());
+    bool index = v->op == Ops::SPECIAL ? v->src[0]->op == Ops::CONST
+                                        : v->op == Ops::RANGE && v->src[0]->op == Ops::CONST && v->src[1]->op == Ops::CONST;
+    if (!index || a <= 0) return std::nullopt;
+    for (auto& [w, _] : r.terms)
+      if (w == v) return std::nullopt;
+    r.terms.emplace_back(v, a);
+  }
+  if (r.terms.empty()) return std::nullopt;
+  return r;
 }
 
 UOp and_all(const std::vector<UOp>& xs) {
@@ -249,25 +276,45 @@ std::optional<UOp> fold_range_sum(const UOp& term, const SumVar& q) {
   const UOp& v = term->src[1];
   O ret = depends_on(v, q) ? fold_index(conds, v, q) : fold_count(conds, v, q);
   if (ret) return ret;
-  // A gate on another loop (a pad: ridx < c) bounds it wherever the term counts; with the tighter
-  // bound the index math often loses its MODs and becomes linear in q.
-  std::vector<std::pair<UOp, UOp>> narrowed;   // (loop, the loop with its gated bounds)
+  // A gate on other loop or thread indices (a pad: ridx < c; on a GPU gidx*128+lidx*4+j < c) bounds each
+  // of them wherever the term counts; with the tighter bounds the index math often loses its MODs and
+  // becomes linear in q.
+  std::vector<std::pair<UOp, UOp>> narrowed;   // (index, the index with its gated bounds)
   std::vector<UOp> used;   // the gates narrowed by: the narrowed term is only right under them
   for (const UOp& c : conds) {
     if (depends_on(c, q)) continue;
     bool neg = is_alu(c, UnaryOps::NEG);
     const UOp& cmp = neg ? c->src[0] : c;
-    if (!is_alu(cmp, BinaryOps::CMPLT) || cmp->src[0]->op != Ops::RANGE || cmp->src[1]->op != Ops::CONST) continue;
-    const UOp& r = cmp->src[0];
-    UOp lo = r->src[0], hi = r->src[1];
-    for (auto& [old, now] : narrowed)
-      if (old == r) lo = now->src[0], hi = now->src[1];
-    if (neg) lo = lo.max(cmp->src[1]);
-    else hi = hi.min(cmp->src[1]);
-    UOp nr(Ops::RANGE, r->dtype, {simplify(lo), simplify(hi)}, r->arg);
-    std::erase_if(narrowed, [&](auto& p) { return p.first == r; });
-    narrowed.push_back({r, nr});
-    used.push_back(c);
+    if (!is_alu(cmp, BinaryOps::CMPLT) || cmp->src[1]->op != Ops::CONST) continue;
+    auto lin = index_sum(cmp->src[0]);
+    if (!lin) continue;
+    auto current = [&](const UOp& v) {
+      for (auto& [old, now] : narrowed)
+        if (old == v) return now;
+      return v;
+    };
+    std::vector<std::pair<int64_t, int64_t>> bounds;   // per term: [min, max] of the index as narrowed so far
+    for (auto& [v, a] : lin->terms) bounds.emplace_back(const_to_int(current(v).vmin()), const_to_int(current(v).vmax()));
+    const int64_t C = const_to_int(cmp->src[1].const_value());
+    bool changed = false;
+    for (size_t i = 0; i < lin->terms.size(); i++) {
+      auto& [v, a] = lin->terms[i];
+      int64_t others_min = lin->base, others_max = lin->base;   // the rest of the sum at its extremes
+      for (size_t j = 0; j < lin->terms.size(); j++)
+        if (j != i) others_min += lin->terms[j].second * bounds[j].first, others_max += lin->terms[j].second * bounds[j].second;
+      int64_t lo = bounds[i].first, hi = bounds[i].second;   // inclusive
+      if (!neg) hi = std::min(hi, floor_div_int(C - 1 - others_min, a));      // a*v < C - others
+      else if (v->op == Ops::RANGE) lo = std::max(lo, ceil_div_int(C - others_max, a));   // a*v >= C - others
+      if (lo == bounds[i].first && hi == bounds[i].second) continue;
+      if (lo > hi) return std::nullopt;   // the gate never holds: left to the simplifier
+      UOp now = v->op == Ops::SPECIAL ? UOp(Ops::SPECIAL, v->dtype, {v->src[0].const_like(hi + 1)}, v->arg)
+                                      : UOp(Ops::RANGE, v->dtype, {v->src[0].const_like(lo), v->src[1].const_like(hi + 1)}, v->arg);
+      std::erase_if(narrowed, [&](auto& p) { return p.first == v; });
+      narrowed.push_back({v, now});
+      bounds[i] = {lo, hi};
+      changed = true;
+    }
+    if (changed) used.push_back(c);
   }
   if (narrowed.empty()) return std::nullopt;
   UOp t = term;

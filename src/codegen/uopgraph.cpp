@@ -484,6 +484,7 @@ UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts) {
   UOp s = graph_rewrite(sink, p.folder);
   s = graph_rewrite(s, p.expand);
   s = graph_rewrite(s, p.reduce);
+  if (opts.gpu_vector_loads) s = vectorize_gpu_loads(s);
   return opts.vector_bytes > 0 ? vectorize_stores(s, opts.vector_bytes) : s;
 }
 

@@ -19,6 +19,7 @@ struct RendererOpts {
   bool supports_float4 = false;
   bool has_exp2 = true, has_log2 = true, has_sin = true;
   int64_t vector_bytes = 0;   // > 0: rebuild vectors of up to this many bytes from the lanes (vectorizer.cpp)
+  bool gpu_vector_loads = false;   // 16-byte loads of consecutive lanes (vectorize_gpu_loads)
 };
 
 const PatternMatcher& constant_folder();
@@ -39,6 +40,9 @@ UOp xsin(const UOp& d, bool fast = false, double switch_over = 30.0);
 // vectorizer.cpp: consecutive scalar stores -> vector stores, their values vectorized lane by lane
 // (vector ALU, loads, accumulators); exact by construction. For C targets with vector extensions.
 UOp vectorize_stores(const UOp& sink, int64_t max_bytes);
+// GPU: four scalar loads of consecutive float/int elements from base + 4k (base a multiple of 4) become
+// one 16-byte vector load and its GEPs (the renderer falls back to scalar loads on an unaligned buffer).
+UOp vectorize_gpu_loads(const UOp& sink);
 
 // EXPAND/CONTRACT args as (axis, size) pairs.
 std::vector<std::pair<int64_t, int64_t>> expand_args(const Arg& a);

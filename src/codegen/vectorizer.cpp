@@ -7,6 +7,9 @@
 // accumulators of a register-tiled matmul in vector registers, which its own SLP pass fails to do.
 #include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
 
 #include "codegen/uopgraph.hpp"
 #include "uop/pattern.hpp"
@@ -274,6 +277,64 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
     flush();
   }
   return changed ? UOp(Ops::SINK, sink->dtype, keep, sink->arg) : sink;
+}
+
+}  // namespace tg
+
+// ---- GPU: 16-byte loads
+namespace tg {
+
+namespace {
+// the lanes of one vector load: (global buffer, base index) -> offset -> scalar LOAD
+struct LoadKey {
+  const UOpNode* buf;
+  const UOpNode* base;
+  bool operator<(const LoadKey& o) const { return std::tie(buf, base) < std::tie(o.buf, o.base); }
+};
+}  // namespace
+
+UOp vectorize_gpu_loads(const UOp& sink) {
+  std::vector<UOp> nodes = sink.toposort();
+  std::set<const UOpNode*> stored;   // a buffer the kernel also writes keeps its scalar loads
+  for (const UOp& u : nodes)
+    if (u->op == Ops::STORE) stored.insert(u->src[0].get());
+  std::map<LoadKey, std::map<int64_t, UOp>> groups;
+  std::map<LoadKey, UOp> bases;
+  for (const UOp& u : nodes) {
+    if (u->op != Ops::LOAD || u->src.size() != 2 || u->src[0]->op != Ops::DEFINE_GLOBAL || stored.count(u->src[0].get())) continue;
+    if (!(u->dtype == dtypes::float32 || u->dtype == dtypes::int32)) continue;
+    auto [base, off] = base_offset(u->src[1]);
+    LoadKey key{u->src[0].get(), base.get()};
+    groups[key][off] = u;
+    bases[key] = base;
+  }
+  std::unordered_map<const UOpNode*, UOp> repl;
+  for (auto& [key, lanes] : groups) {
+    const UOp& base = bases[key];
+    if (base && !base.divides(4)) continue;   // the vector's first lane must sit on a 16-byte boundary
+    for (auto& [off, first] : lanes) {
+      if (off % 4 != 0 || repl.count(first.get())) continue;
+      bool all = true;
+      for (int64_t i = 1; i < 4 && all; i++) all = lanes.count(off + i) > 0;
+      if (!all) continue;
+      UOp v(Ops::LOAD, first->dtype.vec(4), {first->src[0], make_index(base, off)});
+      for (int64_t i = 0; i < 4; i++) repl[lanes.at(off + i).get()] = v.gep(i);
+    }
+  }
+  if (repl.empty()) return sink;
+  std::unordered_map<const UOpNode*, UOp> memo;
+  for (const UOp& u : nodes) {
+    if (auto it = repl.find(u.get()); it != repl.end()) { memo[u.get()] = it->second; continue; }
+    std::vector<UOp> src;
+    bool changed = false;
+    for (const UOp& s : u->src) {
+      auto it = memo.find(s.get());
+      src.push_back(it != memo.end() ? it->second : s);
+      changed |= src.back() != s;
+    }
+    memo[u.get()] = changed ? UOp(u->op, u->dtype, src, u->arg) : u;
+  }
+  return memo.at(sink.get());
 }
 
 }  // namespace tg

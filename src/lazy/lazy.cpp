@@ -344,7 +344,9 @@ LazyBufferPtr LazyBuffer::r(ReduceOps op, const std::vector<int64_t>& axis) {
   // Few outputs and a long reduce: split the reduce dim into (divisor, rest), reduce rest first (many
   // outputs keep the machine busy), then the divisor. The split dim moves last for locality.
   auto strides = st.real_strides(true);
-  int64_t top = std::min<int64_t>(256, (int64_t{1} << getenv("REDUCEOP_SPLIT_SIZE", 22)) / prod(new_shape));
+  // a GPU reduces each part in a block of its own: 2048 parts fill 132 SMs with 15 blocks each
+  const int64_t parts = getenv("REDUCEOP_SPLIT_PARTS", device.rfind("CUDA", 0) == 0 ? 2048 : 256);
+  int64_t top = std::min<int64_t>(parts, (int64_t{1} << getenv("REDUCEOP_SPLIT_SIZE", 22)) / prod(new_shape));
   std::optional<std::pair<int64_t, int64_t>> pick;
   for (int64_t i : axis) {
     for (int64_t x = top; x >= 8 && !pick; x--)

@@ -448,6 +448,14 @@ std::string cuda_wmma_helper(const CStyleLanguage& r, const WMMAArg& w) {
 }
 }  // namespace
 
+std::string CUDARenderer::render_load(DType out, const std::string& buf, DType buf_dtype, const std::string& idx, bool local) const {
+  if (out.count != 4 || local || !(out.scalar() == dtypes::float32 || out.scalar() == dtypes::int32)) return CStyleLanguage::render_load(out, buf, buf_dtype, idx, local);
+  std::vector<std::string> lanes;
+  for (int i = 0; i < out.count; i++) lanes.push_back(buf + "[" + idx + (i ? "+" + std::to_string(i) : "") + "]");
+  const std::string t = render_dtype(out);
+  return "((((unsigned long long)" + buf + ")&15)==0?*((" + t + "*)(" + buf + "+" + idx + ")):make_" + t + "(" + join(lanes, ",") + "))";
+}
+
 CUDARenderer::CUDARenderer(const std::string& arch) {
   device = "CUDA";
   global_max = {2147483647, 65535, 65535};
@@ -475,6 +483,8 @@ CUDARenderer::CUDARenderer(const std::string& arch) {
     return [h, f](const Strs& o, DType dt) { return std::string(is_fp16ish(dt) ? h : f) + "(" + o[0] + ")"; };
   };
   code_for_op[UnaryOps::RECIP] = [](const Strs& o, DType dt) { return is_fp16ish(dt) ? "hrcp(" + o[0] + ")" : "1/" + o[0]; };
+  has_warp_shuffle = true;
+  code_for_op[BinaryOps::SHFL_XOR] = [](const Strs& o, DType) { return "__shfl_xor_sync(0xffffffffu, " + o[0] + ", " + o[1] + ")"; };
   code_for_op[BinaryOps::MAX] = [](const Strs& o, DType dt) {
     return std::string(is_fp16ish(dt) ? "__hmax" : "max") + "(" + o[0] + "," + o[1] + ")";
   };

@@ -81,6 +81,8 @@ class CUDARenderer : public CStyleLanguage {
                             const std::vector<KernelParam>& params, const std::vector<UOp>& uops,
                             const std::optional<std::vector<std::string>>& prefix) const override;
   std::string get_kernel_modifier(const std::vector<UOp>& uops) const override;
+  // a 16-byte global load checks the buffer's alignment (a view may start anywhere) and falls back to lanes
+  std::string render_load(DType out, const std::string& buf, DType buf_dtype, const std::string& idx, bool local) const override;
 };
 
 // A RANGE marked for thread-parallel execution on the CPU (arg {axis, is_reduce, 1}).

@@ -44,6 +44,7 @@ struct Renderer {
   bool supports_float4 = true;
   bool has_local = true;
   bool has_shared = true;
+  bool has_warp_shuffle = false;   // BinaryOps::SHFL_XOR renders (a group reduce combines its warps' lanes first)
   bool cpu_threads = false;   // a RANGE marked parallel is split over CPU threads (core_lo/core_hi)
   int64_t vector_bytes = 0;   // > 0: upcast lanes are rebuilt into vector ALU/loads/stores of up to this size
   std::vector<int64_t> global_max{0x8FFFFFFF, 0x8FFFFFFF, 0x8FFFFFFF};   // (x, y, z); empty: no limit

@@ -2,10 +2,18 @@
 // both loaded with dlopen at run time, so the library builds and runs where CUDA is absent.
 // Kernels compile to a CUBIN for the GPU's own sm_XX and launch with cuLaunchKernel; kernel
 // parameters are the buffers' device pointers, then the int variables, in order.
+// Kernels and copies go in order on one non-blocking stream per device (not the legacy null stream,
+// which serializes with every other stream). Host<->device copies pass through pinned staging
+// buffers: a copy-in returns once the data is staged and its DMA queued, so it overlaps the kernels
+// before it; a copy-out pipelines chunks (DMA of one while the last is copied out of staging).
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <mutex>
 #include <vector>
 
@@ -51,6 +59,12 @@ struct CudaApi {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy_v2)(CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync_v2)(void*, CUdeviceptr, size_t, CUstream);
 
   int (*nvrtcVersion)(int*, int*);
   int (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
@@ -99,7 +113,8 @@ const CudaApi& api() {
     TG_CU(cuCtxSetCurrent); TG_CU(cuCtxSynchronize); TG_CU(cuMemAlloc_v2); TG_CU(cuMemFree_v2); TG_CU(cuMemcpyHtoD_v2);
     TG_CU(cuMemcpyDtoH_v2); TG_CU(cuModuleLoadData); TG_CU(cuModuleUnload); TG_CU(cuModuleGetFunction); TG_CU(cuLaunchKernel);
     TG_CU(cuEventCreate); TG_CU(cuEventRecord); TG_CU(cuEventSynchronize); TG_CU(cuEventElapsedTime); TG_CU(cuEventDestroy_v2);
-    TG_CU(cuGetErrorString);
+    TG_CU(cuGetErrorString); TG_CU(cuStreamCreate); TG_CU(cuStreamSynchronize); TG_CU(cuMemHostAlloc); TG_CU(cuMemFreeHost);
+    TG_CU(cuMemcpyHtoDAsync_v2); TG_CU(cuMemcpyDtoHAsync_v2);
 #undef TG_CU
     if (!err.empty()) { a.error = "libcuda.so.1 is too old: " + err; return a; }
     std::vector<std::string> cands = nvrtc_candidates();
@@ -173,16 +188,78 @@ class CUDACompiler : public Compiler {
 
 // ---- memory ----
 
+// Pinned host memory the DMA engine reads and writes directly (pageable memory is staged by the
+// driver, synchronously). Two slots alternate; an event says when a slot's last copy finished.
+class Staging {
+ public:
+  static constexpr size_t kSlot = size_t{16} << 20;
+  Staging(CUcontext ctx, CUstream stream) : ctx_(ctx), stream_(stream) {}
+  ~Staging() {
+    for (Slot& s : slots_) {
+      if (s.done) api().cuEventDestroy_v2(s.done);
+      if (s.host) api().cuMemFreeHost(s.host);
+    }
+  }
+  // the next slot, once the copy that last used it has finished
+  void* acquire(CUevent*& done) {
+    Slot& s = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    if (!s.host) {
+      check(api().cuMemHostAlloc(&s.host, kSlot, 0), "cuMemHostAlloc (pinned staging, " + std::to_string(kSlot) + " bytes)");
+      check(api().cuEventCreate(&s.done, 0x2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+    } else if (s.used) {
+      check(api().cuEventSynchronize(s.done), "staging copy");
+    }
+    s.used = true;
+    done = &s.done;
+    return s.host;
+  }
+  CUstream stream() const { return stream_; }
+ private:
+  struct Slot { void* host = nullptr; CUevent done = nullptr; bool used = false; };
+  CUcontext ctx_;
+  CUstream stream_;
+  std::array<Slot, 2> slots_{};
+  size_t next_ = 0;
+};
+
 class CUDAAllocator : public Allocator {
  public:
-  explicit CUDAAllocator(CUcontext ctx) : ctx_(ctx) {}
+  CUDAAllocator(CUcontext ctx, CUstream stream) : ctx_(ctx), stream_(stream), staging_(ctx, stream) {}
   void copyin(void* dst, const void* src, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    check(api().cuMemcpyHtoD_v2(reinterpret_cast<CUdeviceptr>(dst), src, n), "cuMemcpyHtoD (" + std::to_string(n) + " bytes)");
+    for (size_t off = 0; off < n; off += Staging::kSlot) {
+      const size_t len = std::min(Staging::kSlot, n - off);
+      CUevent* done = nullptr;
+      void* host = staging_.acquire(done);
+      std::memcpy(host, static_cast<const char*>(src) + off, len);
+      check(api().cuMemcpyHtoDAsync_v2(reinterpret_cast<CUdeviceptr>(dst) + off, host, len, stream_),
+            "cuMemcpyHtoDAsync (" + std::to_string(len) + " bytes)");
+      check(api().cuEventRecord(*done, stream_), "cuEventRecord");
+    }
   }
   void copyout(void* dst, const void* src, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    check(api().cuMemcpyDtoH_v2(dst, reinterpret_cast<CUdeviceptr>(src), n), "cuMemcpyDtoH (" + std::to_string(n) + " bytes)");
+    // queue chunk i+1 before copying chunk i out of staging
+    struct Pending { void* host; CUevent* done; size_t off, len; };
+    std::optional<Pending> last;
+    auto drain = [&](const Pending& p) {
+      check(api().cuEventSynchronize(*p.done), "cuMemcpyDtoHAsync (" + std::to_string(p.len) + " bytes)");
+      std::memcpy(static_cast<char*>(dst) + p.off, p.host, p.len);
+    };
+    for (size_t off = 0; off < n; off += Staging::kSlot) {
+      const size_t len = std::min(Staging::kSlot, n - off);
+      CUevent* done = nullptr;
+      if (last) drain(*last), last.reset();   // frees the other slot before acquire waits on it
+      void* host = staging_.acquire(done);
+      check(api().cuMemcpyDtoHAsync_v2(host, reinterpret_cast<CUdeviceptr>(src) + off, len, stream_),
+            "cuMemcpyDtoHAsync (" + std::to_string(len) + " bytes)");
+      check(api().cuEventRecord(*done, stream_), "cuEventRecord");
+      last = Pending{host, done, off, len};
+    }
+    if (last) drain(*last);
   }
  protected:
   void* _alloc(size_t nbytes) override {
@@ -193,17 +270,20 @@ class CUDAAllocator : public Allocator {
   }
   void _free(void* p, size_t) override {
     api().cuCtxSetCurrent(ctx_);
-    api().cuMemFree_v2(reinterpret_cast<CUdeviceptr>(p));
+    api().cuMemFree_v2(reinterpret_cast<CUdeviceptr>(p));   // waits for the work queued on it
   }
  private:
   CUcontext ctx_;
+  CUstream stream_;
+  Staging staging_;
+  std::mutex mu_;
 };
 
 // ---- program ----
 
 class CUDAProgram : public RuntimeProgram {
  public:
-  CUDAProgram(CUcontext ctx, const std::string& name, const std::string& lib) : ctx_(ctx), name_(name) {
+  CUDAProgram(CUcontext ctx, CUstream stream, const std::string& name, const std::string& lib) : ctx_(ctx), stream_(stream), name_(name) {
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     check(api().cuModuleLoadData(&module_, lib.data()), "cuModuleLoadData for " + name);
     if (CUresult r = api().cuModuleGetFunction(&fn_, module_, name.c_str()); r != 0) {
@@ -228,12 +308,12 @@ class CUDAProgram : public RuntimeProgram {
     CUevent ev[2] = {nullptr, nullptr};
     if (wait) {
       for (auto& e : ev) check(a.cuEventCreate(&e, 0), "cuEventCreate");
-      check(a.cuEventRecord(ev[0], nullptr), "cuEventRecord");
+      check(a.cuEventRecord(ev[0], stream_), "cuEventRecord");
     }
-    check(a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, nullptr, params.data(), nullptr),
+    check(a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, stream_, params.data(), nullptr),
           "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
     if (!wait) return 0;
-    check(a.cuEventRecord(ev[1], nullptr), "cuEventRecord");
+    check(a.cuEventRecord(ev[1], stream_), "cuEventRecord");
     check(a.cuEventSynchronize(ev[1]), "kernel " + name_);
     float ms = 0;
     a.cuEventElapsedTime(&ms, ev[0], ev[1]);
@@ -243,6 +323,7 @@ class CUDAProgram : public RuntimeProgram {
 
  private:
   CUcontext ctx_;
+  CUstream stream_;
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
   std::string name_;
@@ -258,13 +339,15 @@ class CUDADevice : public Compiled {
     check(a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev_), "compute capability");
     check(a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev_), "compute capability");
     arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
-    alloc_ = std::make_unique<CUDAAllocator>(ctx_);
+    check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(a.cuStreamCreate(&stream_, 0x1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
+    alloc_ = std::make_unique<CUDAAllocator>(ctx_, stream_);
     compiler_ = std::make_unique<CUDACompiler>(arch_);
   }
   Allocator& allocator() override { return *alloc_; }
   Compiler& compiler() override { return *compiler_; }
   std::unique_ptr<RuntimeProgram> runtime(const std::string& fn_name, const std::string& lib) override {
-    return std::make_unique<CUDAProgram>(ctx_, fn_name, lib);
+    return std::make_unique<CUDAProgram>(ctx_, stream_, fn_name, lib);
   }
   void synchronize() override {
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
@@ -276,12 +359,72 @@ class CUDADevice : public Compiled {
  private:
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
   std::string arch_;
   std::unique_ptr<CUDAAllocator> alloc_;
   std::unique_ptr<CUDACompiler> compiler_;
 };
 
 }  // namespace
+
+// NVRTC alone (no driver needed): renders can be compiled on machines without a GPU.
+namespace {
+struct Nvrtc {
+  int (*create)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  int (*compile)(nvrtcProgram, int, const char* const*) = nullptr;
+  int (*log_size)(nvrtcProgram, size_t*) = nullptr;
+  int (*log)(nvrtcProgram, char*) = nullptr;
+  int (*cubin_size)(nvrtcProgram, size_t*) = nullptr;
+  int (*cubin)(nvrtcProgram, char*) = nullptr;
+  int (*destroy)(nvrtcProgram*) = nullptr;
+  std::string dir;
+};
+const Nvrtc* nvrtc_only() {
+  static const std::optional<Nvrtc> n = []() -> std::optional<Nvrtc> {
+    for (auto& c : nvrtc_candidates()) {
+      void* rt = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!rt) continue;
+      Nvrtc r;
+      std::string err;
+      load_sym(rt, "nvrtcCreateProgram", r.create, err); load_sym(rt, "nvrtcCompileProgram", r.compile, err);
+      load_sym(rt, "nvrtcGetProgramLogSize", r.log_size, err); load_sym(rt, "nvrtcGetProgramLog", r.log, err);
+      load_sym(rt, "nvrtcGetCUBINSize", r.cubin_size, err); load_sym(rt, "nvrtcGetCUBIN", r.cubin, err);
+      load_sym(rt, "nvrtcDestroyProgram", r.destroy, err);
+      if (!err.empty()) return std::nullopt;
+      r.dir = std::filesystem::path(c).parent_path().string();
+      return r;
+    }
+    return std::nullopt;
+  }();
+  return n ? &*n : nullptr;
+}
+}  // namespace
+
+bool nvrtc_available() { return nvrtc_only() != nullptr; }
+
+std::string nvrtc_compile(const std::string& src, const std::string& arch) {
+  const Nvrtc* n = nvrtc_only();
+  if (!n) throw Error("nvrtc_compile: libnvrtc.so not found (install the CUDA toolkit's NVRTC or set CUDA_PATH)");
+  std::vector<std::string> opts{"--gpu-architecture=" + arch, "-I" + n->dir + "/../include", "-I/usr/local/cuda/include"};
+  std::vector<const char*> o;
+  for (auto& x : opts) o.push_back(x.c_str());
+  nvrtcProgram prog = nullptr;
+  if (n->create(&prog, src.c_str(), "<tg>", 0, nullptr, nullptr) != 0) throw Error("nvrtc_compile: nvrtcCreateProgram failed");
+  int r = n->compile(prog, static_cast<int>(o.size()), o.data());
+  size_t len = 0;
+  n->log_size(prog, &len);
+  std::string log(len, '\0');
+  n->log(prog, log.data());
+  if (r != 0) {
+    n->destroy(&prog);
+    throw Error("nvrtc_compile (" + arch + ") failed:\n" + log + "\nsource:\n" + src);
+  }
+  n->cubin_size(prog, &len);
+  std::string bin(len, '\0');
+  n->cubin(prog, bin.data());
+  n->destroy(&prog);
+  return bin;
+}
 
 int cuda_device_count() {
   const CudaApi& a = api();

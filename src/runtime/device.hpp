@@ -80,5 +80,9 @@ std::unique_ptr<Compiled> make_cpu_device(const std::string& name);
 std::unique_ptr<Compiled> make_cuda_device(const std::string& name);
 std::unique_ptr<Compiled> make_disk_device(const std::string& name);
 int cuda_device_count();   // 0 when there is no driver or no GPU; never throws
+// NVRTC without a GPU or driver: compiles CUDA source to a CUBIN for arch ("sm_90"); tg::Error with
+// the compiler's log on failure or when NVRTC is absent.
+bool nvrtc_available();
+std::string nvrtc_compile(const std::string& src, const std::string& arch);
 
 }  // namespace tg

@@ -122,9 +122,20 @@ Tensor Tensor::argmax(std::optional<int> axis, bool keepdim) const {
   Tensor m = *this == max(a, true);
   Shape rs{n};
   for (int64_t i = a + 1; i < ndim(); i++) rs.push_back(1);
-  Tensor idx = m * Tensor::arange(n - 1, -1, -1, Opts{{}, device(), false}).reshape(rs);
+  Tensor ar = Tensor::arange(n - 1, -1, -1, Opts{{}, device(), false});
+  // on a GPU the arange is a buffer of its own: fused, its folded reduce is a second reduce in the
+  // kernel and keeps the row max from a block of cooperating threads (GROUP takes one reduce)
+  if (device().rfind("CUDA", 0) == 0) ar = ar.contiguous();
+  Tensor idx = m * ar.reshape(rs);
   return (n - idx.max(a, keepdim) - 1).cast(dtypes::int32);
 }
-Tensor Tensor::argmin(std::optional<int> axis, bool keepdim) const { TG_OP("argmin"); return (-*this).argmax(axis, keepdim); }
+// The order-reversing inverse (tinygrad's _inverse): ~x for ints (-x overflows at the minimum and
+// reverses no unsigned order; on CUDA sm_90, NVRTC 13.0 compiled max(-a, -b, ...) over int32 with
+// some negations dropped, so argmin picked wrong indices), logical not for bools, -x for floats.
+Tensor Tensor::argmin(std::optional<int> axis, bool keepdim) const {
+  TG_OP("argmin");
+  const Tensor inv = dtype().is_int() ? *this ^ int64_t{-1} : -*this;
+  return inv.argmax(axis, keepdim);
+}
 
 }  // namespace tg

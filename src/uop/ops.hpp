@@ -27,7 +27,8 @@ enum class Ops : uint8_t {
 constexpr int kNumOps = static_cast<int>(Ops::COUNT_);
 
 enum class UnaryOps : uint8_t { EXP2, LOG2, CAST, BITCAST, SIN, SQRT, NEG, RECIP };
-enum class BinaryOps : uint8_t { ADD, MUL, IDIV, MAX, MOD, CMPLT, CMPNE, XOR, SHL, SHR, OR, AND, THREEFRY };
+enum class BinaryOps : uint8_t { ADD, MUL, IDIV, MAX, MOD, CMPLT, CMPNE, XOR, SHL, SHR, OR, AND, THREEFRY,
+                                 SHFL_XOR };   // SHFL_XOR(x, mask): x of the warp lane lane^mask (GPU renderers only)
 enum class TernaryOps : uint8_t { WHERE, MULACC };
 enum class ReduceOps : uint8_t { SUM, MAX, WMMA };
 // MetaOps (EMPTY, CONST, COPY, ..., KERNEL) is public: include/tg/schedule.hpp

@@ -31,7 +31,7 @@ std::string to_string(UnaryOps op) {
   return std::string("UnaryOps.") + n[static_cast<int>(op)];
 }
 std::string to_string(BinaryOps op) {
-  static const char* n[] = {"ADD", "MUL", "IDIV", "MAX", "MOD", "CMPLT", "CMPNE", "XOR", "SHL", "SHR", "OR", "AND", "THREEFRY"};
+  static const char* n[] = {"ADD", "MUL", "IDIV", "MAX", "MOD", "CMPLT", "CMPNE", "XOR", "SHL", "SHR", "OR", "AND", "THREEFRY", "SHFL_XOR"};
   return std::string("BinaryOps.") + n[static_cast<int>(op)];
 }
 std::string to_string(TernaryOps op) { return op == TernaryOps::WHERE ? "TernaryOps.WHERE" : "TernaryOps.MULACC"; }

@@ -1,0 +1,162 @@
+// Reductions on the GPU against the CPU: every reduction shape class the GPU heuristics tell apart
+// (full reductions, long and short rows, columns, 1-length and non-power-of-two axes, keepdim, int
+// and half inputs, the softmax family) and first-occurrence ties for argmax/argmin over every axis.
+// Skipped without a GPU. The same host data goes to both devices.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "engine/schedule.hpp"
+#include "renderer/cstyle.hpp"
+#include "runtime/device.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+bool have_cuda() { return cuda_device_count() > 0; }
+
+std::vector<float> host_data(int64_t n, uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+std::vector<double> as_doubles(const Tensor& t) {
+  Tensor c = t.to("CPU");
+  std::vector<double> r;
+  if (c.dtype() == dtypes::int32) for (int32_t v : c.tolist<int32_t>()) r.push_back(v);
+  else for (float v : c.cast(dtypes::float32).tolist<float>()) r.push_back(v);
+  return r;
+}
+
+using Fn = std::function<Tensor(const Tensor&)>;
+// fn on CPU and on CUDA over the same data of dtype dt; |gpu - cpu| <= atol + rtol*|cpu| element-wise
+void expect_same(const Shape& shape, DType dt, const Fn& fn, double atol, double rtol, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> h = host_data(n, static_cast<uint32_t>(n * 7 + shape.size()));
+  Tensor cpu = Tensor::from<float>(h, shape, Opts{dtypes::float32, "CPU", false});
+  if (dt == dtypes::int32) cpu = (cpu * 50).cast(dtypes::int32);
+  else cpu = cpu.cast(dt);
+  cpu = cpu.realize();
+  Tensor gpu = cpu.to("CUDA").realize();
+  Tensor rc = fn(cpu), rg = fn(gpu);
+  ASSERT_EQ(rc.shape(), rg.shape()) << what;
+  ASSERT_EQ(rc.dtype(), rg.dtype()) << what;
+  std::vector<double> a = as_doubles(rc), b = as_doubles(rg);
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); i++)
+    if (!(std::isnan(a[i]) && std::isnan(b[i])))   // var of one element is nan on both
+      ASSERT_LE(std::abs(a[i] - b[i]), atol + rtol * std::abs(a[i])) << what << " shape " << to_str(shape) << " at " << i << ": cpu " << a[i] << " gpu " << b[i];
+}
+}  // namespace
+
+// No GPU needed: the CUDA a long-row softmax renders to reduces each row in a block of threads that
+// meet in shared memory after combining each warp through shuffles, and NVRTC compiles it for sm_90.
+TEST(CudaReduceCodegen, LongRowSoftmaxUsesSharedMemoryAndWarpShuffles) {
+  CUDARenderer ren("sm_90");
+  Tensor x = Tensor::empty({4096, 32000}, Opts{dtypes::float32, "CPU", false});
+  std::vector<std::string> reduces;
+  for (const ScheduleItem& si : x.softmax(-1).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    k.hand_coded_optimizations();
+    RenderedProgram p = k.to_program();
+    if (!k.reduceop()) continue;
+    reduces.push_back(p.src);
+    EXPECT_NE(p.src.find("__shared__"), std::string::npos) << p.src;
+    EXPECT_NE(p.src.find("__shfl_xor_sync(0xffffffffu"), std::string::npos) << p.src;
+    EXPECT_NE(p.src.find("__syncthreads();"), std::string::npos) << p.src;
+    EXPECT_EQ(p.global_size[0], 4096) << "a block per row";
+    EXPECT_EQ(p.local_size[0], 256) << "256 threads per row";
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
+  }
+  EXPECT_EQ(reduces.size(), 2u);   // the max and the sum of exps
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+}
+
+TEST(CudaReduce, SumMaxMeanEveryShapeClass) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  const std::vector<Shape> shapes{{1}, {3}, {1000003}, {1 << 22}, {1, 1, 1}, {7, 1, 5}, {8192, 64}, {64, 8192}, {333, 4097},
+                                  {3, 1000, 1}, {2, 3, 5000}, {1, 17}, {17, 1}, {4096, 3}, {3, 4096}};
+  for (const Shape& s : shapes) {
+    for (int axis = -1; axis < static_cast<int>(s.size()); axis++) {
+      for (bool keep : {false, true}) {
+        Axes ax = axis < 0 ? Axes{} : Axes{axis};
+        const std::string w = "axis " + std::to_string(axis) + (keep ? " keepdim" : "");
+        expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.sum(ax, keep); }, 1e-3, 1e-4, "sum " + w);
+        expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.max(ax, keep); }, 0, 0, "max " + w);
+        expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.mean(ax, keep); }, 1e-5, 1e-4, "mean " + w);
+        expect_same(s, dtypes::int32, [&](const Tensor& t) { return t.sum(ax, keep); }, 0, 0, "int sum " + w);
+        expect_same(s, dtypes::int32, [&](const Tensor& t) { return t.max(ax, keep); }, 0, 0, "int max " + w);
+        expect_same(s, dtypes::float16, [&](const Tensor& t) { return t.sum(ax, keep); }, 0.5, 2e-2, "half sum " + w);
+        expect_same(s, dtypes::float16, [&](const Tensor& t) { return t.max(ax, keep); }, 0, 0, "half max " + w);
+      }
+    }
+  }
+}
+
+TEST(CudaReduce, VarStdAndTheSoftmaxFamily) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  for (const Shape& s : std::vector<Shape>{{8192, 64}, {64, 8192}, {333, 4097}, {5, 32000}, {3, 1}, {1, 100003}}) {
+    for (int axis : {0, 1}) {
+      expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.var(Axes{axis}); }, 1e-4, 1e-3, "var");
+      expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.std(Axes{axis}); }, 1e-4, 1e-3, "std");
+      expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.softmax(axis); }, 1e-6, 1e-3, "softmax");
+      expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.log_softmax(axis); }, 1e-4, 1e-4, "log_softmax");
+    }
+    expect_same(s, dtypes::float32, [&](const Tensor& t) { return t.layernorm(-1); }, 1e-3, 1e-3, "layernorm");
+    expect_same(s, dtypes::float16, [&](const Tensor& t) { return t.softmax(-1); }, 1e-3, 1e-2, "half softmax");
+    const int64_t classes = s[1];
+    expect_same(s, dtypes::float32, [&](const Tensor& t) {
+      std::vector<int32_t> labels(s[0]);
+      for (int64_t i = 0; i < s[0]; i++) labels[i] = static_cast<int32_t>(i * 7 % classes);
+      Tensor y = Tensor::from<int32_t>(labels, {s[0]}, Opts{dtypes::int32, t.device(), false});
+      return t.sparse_categorical_crossentropy(y);
+    }, 1e-4, 1e-4, "cross_entropy");
+  }
+}
+
+// the conformance suite's int case that failed on CUDA (argmin over rows of a (4, 5) int32 tensor)
+TEST(CudaReduce, ArgminIntRows) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  const std::vector<int32_t> v{-2, -2, -5, 1, 7, 10, 9, -4, 5, -1, 8, 3, -7, -5, 7, 8, 0, -1, -9, 1};
+  Tensor x = Tensor::from<int32_t>(v, {4, 5}, Opts{{}, "CUDA", false});
+  EXPECT_EQ(x.argmin(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{2, 2, 2, 3}));
+  EXPECT_EQ(x.argmax(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{4, 0, 0, 0}));
+}
+
+// argmax/argmin return the first of equal values, on every axis, for float and int inputs
+TEST(CudaReduce, ArgmaxArgminFirstOccurrenceTies) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  // the case
+  EXPECT_EQ(Tensor::from<int32_t>({3, 2, 2}, {3}, Opts{{}, "CUDA", false}).argmin().item<int32_t>(), 1);
+  EXPECT_EQ(Tensor::from<int32_t>({1, 3, 3}, {3}, Opts{{}, "CUDA", false}).argmax().item<int32_t>(), 1);
+  EXPECT_EQ(Tensor::from<float>({3, 2, 2}, {3}, Opts{{}, "CUDA", false}).argmin().item<int32_t>(), 1);
+  for (const Shape& s : std::vector<Shape>{{5, 6, 7}, {3, 4097}, {4097, 3}, {1, 1000}, {1000, 1}, {64, 8192}, {8192, 64}, {1 << 20}}) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    std::vector<float> h(n);
+    std::mt19937 g(static_cast<uint32_t>(n));
+    for (auto& v : h) v = static_cast<float>(g() % 4);   // four values: many ties everywhere
+    for (int axis = -1; axis < static_cast<int>(s.size()); axis++) {
+      std::optional<int> ax = axis < 0 ? std::nullopt : std::optional<int>(axis);
+      for (DType dt : {dtypes::float32, dtypes::int32}) {
+        Tensor cpu = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).cast(dt).realize();
+        Tensor gpu = cpu.to("CUDA").realize();
+        for (bool mx : {true, false}) {
+          auto f = [&](const Tensor& t) { return mx ? t.argmax(ax) : t.argmin(ax); };
+          EXPECT_EQ(f(gpu).to("CPU").tolist<int32_t>(), f(cpu).tolist<int32_t>())
+              << (mx ? "argmax" : "argmin") << " " << dt.str() << " shape " << to_str(s) << " axis " << axis;
+        }
+      }
+    }
+  }
+}
