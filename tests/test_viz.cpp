@@ -230,6 +230,23 @@ TEST(Metadata, FailingCompileNamesTheOpAndSavesTheSource) {
   std::filesystem::remove(path);
 }
 
+TEST(Metadata, SchedulingErrorNamesTheOp) {
+  Tensor a = Tensor::from<float>({1, 2, 3, 4}, {2, 2}).realize();
+  const int line = __LINE__ + 2;   // the Origin's line
+  {
+    Origin here;
+    a.assign(a.T() + a);   // reads its own target through a permuted view: can't run in place
+  }
+  try {
+    a.realize();
+    FAIL() << "an assign reading its target permuted must throw";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("must be contiguous"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("while scheduling the kernel made by [assign @ test_viz.cpp:" + std::to_string(line) + "]"), std::string::npos) << msg;
+  }
+}
+
 // ---------------------------------------------------------------- GRAPH=1
 
 TEST(Graph, DotFilesNameTheOpsAndParse) {

@@ -37,7 +37,13 @@ void at_exit() {
 }
 }  // namespace
 
-bool enabled() { return getenv("PROFILE") >= 1; }
+// read again only after a tg::Context changed something: off costs a compare per call
+bool enabled() {
+  thread_local uint64_t gen = 0;
+  thread_local bool on = false;
+  if (const uint64_t g = context_generation(); g != gen) on = getenv("PROFILE") >= 1, gen = g;
+  return on;
+}
 
 double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(); }
 

@@ -213,11 +213,15 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
     ret = std::make_shared<CompiledRunner>(p, it->second->lib);
     ret->mem_estimate = it->second->mem_estimate;
   } else {
-    profile::Span span("codegen");
-    auto k = get_kernel(get_renderer(dname), ast);
-    RenderedProgram p = k->to_program();
+    std::unique_ptr<Kernel> k;
+    RenderedProgram p;
+    {
+      profile::Span span("codegen");   // opts, lowering, rendering; the compile is its own span
+      k = get_kernel(get_renderer(dname), ast);
+      p = k->to_program();
+      span.arg("kernel", profile::jstr(p.function_name));
+    }
     p.device = dname;
-    span.arg("kernel", profile::jstr(p.function_name));
     ret = std::make_shared<CompiledRunner>(p);
     ret->mem_estimate = k->mem_estimate();
     method_cache[bkey] = ret;
