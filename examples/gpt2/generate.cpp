@@ -1,0 +1,73 @@
+#include "gpt2/generate.hpp"
+
+namespace gpt2 {
+
+using tg::Opts;
+
+Tensor sample(const Tensor& logits, double temperature) {
+  if (temperature <= 0) return logits.argmax(-1).cast(tg::dtypes::int32);
+  return (logits / temperature).softmax(-1).multinomial(1).reshape({logits.shape()[0]}).cast(tg::dtypes::int32);
+}
+
+namespace {
+Tensor last_logits(const Tensor& logits) {   // (B, T, V) -> (B, V)
+  int64_t B = logits.shape()[0], T = logits.shape()[1], V = logits.shape()[2];
+  return logits.shrink({{0, B}, {T - 1, T}, {0, V}}).reshape({B, V});
+}
+// an id outside the vocabulary would embed as zeros (one-hot lookup), so it is refused here
+Tensor token_tensor(const std::vector<std::vector<int>>& rows, const std::string& device, int64_t vocab) {
+  std::vector<int32_t> flat;
+  for (auto& r : rows) {
+    if (r.size() != rows[0].size()) throw tg::Error("gpt2: every batch row must have the same number of tokens");
+    for (int t : r)
+      if (t < 0 || t >= vocab)
+        throw tg::Error("gpt2: token id " + std::to_string(t) + " is outside the model's vocabulary (0.." + std::to_string(vocab - 1) + ")");
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  return Tensor::from(flat, {int64_t(rows.size()), int64_t(rows[0].size())}, Opts{tg::dtypes::int32, device, false});
+}
+}  // namespace
+
+Generator::Generator(Transformer& model, int64_t max_context, double temperature, bool use_jit)
+    : model_(model), max_context_(max_context), temperature_(temperature), use_jit_(use_jit), device_(model.wte.weight.device()),
+      jit_([this](const std::vector<Tensor>& in) {
+        StartPos p{0, in[1]};
+        return std::vector<Tensor>{sample(last_logits(model_(in[0], p, max_context_)), temperature_)};
+      }) {
+  if (max_context < 1 || max_context > model.cfg.n_positions)
+    throw tg::Error("gpt2: max_context " + std::to_string(max_context) + " must be in 1.." + std::to_string(model.cfg.n_positions));
+}
+
+std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
+  if (rows.empty() || rows[0].empty()) throw tg::Error("gpt2: the prompt needs at least one token");
+  model_.reset_cache();
+  jit_.reset();
+  pos_ = 0;
+  Tensor logits = model_(token_tensor(rows, device_, model_.cfg.vocab_size), StartPos{0, {}}, max_context_);
+  pos_ = int64_t(rows[0].size());
+  return sample(last_logits(logits), temperature_).tolist<int32_t>();
+}
+
+std::vector<int> Generator::step(const std::vector<int>& tokens) {
+  if (pos_ >= max_context_)
+    throw tg::Error("gpt2: the context of " + std::to_string(max_context_) + " tokens is full; raise max_context");
+  std::vector<std::vector<int>> rows;
+  for (int t : tokens) rows.push_back({t});
+  Tensor tok = token_tensor(rows, device_, model_.cfg.vocab_size);
+  Tensor p = Tensor::from(std::vector<int32_t>{int32_t(pos_)}, {1}, Opts{tg::dtypes::int32, device_, false});
+  Tensor next = use_jit_ ? jit_({tok, p})[0] : sample(last_logits(model_(tok, StartPos{0, p}, max_context_)), temperature_);
+  pos_++;
+  return next.tolist<int32_t>();
+}
+
+std::vector<std::vector<int>> generate_uncached(Transformer& model, std::vector<std::vector<int>> rows, int64_t count, double temperature) {
+  std::string dev = model.wte.weight.device();
+  for (int64_t i = 0; i < count; i++) {
+    Tensor logits = model(token_tensor(rows, dev, model.cfg.vocab_size));
+    std::vector<int> next = sample(last_logits(logits), temperature).tolist<int32_t>();
+    for (size_t b = 0; b < rows.size(); b++) rows[b].push_back(next[b]);
+  }
+  return rows;
+}
+
+}  // namespace gpt2

@@ -1,0 +1,39 @@
+// Text generation with the KV cache: the prompt runs in one call, then one token per call through a
+// TinyJit whose single capture serves every position (start_pos travels in a realized buffer).
+#pragma once
+#include <functional>
+
+#include "gpt2/model.hpp"
+
+namespace gpt2 {
+
+// logits (B, V) -> next tokens (B,) int32: argmax when temperature == 0, else a sample of softmax(logits / t).
+Tensor sample(const Tensor& logits, double temperature);
+
+class Generator {
+ public:
+  // max_context: cache length (prompt + generated tokens must fit; <= n_positions). use_jit=false runs
+  // every decode step eagerly (same kernels, scheduled each time).
+  Generator(Transformer& model, int64_t max_context, double temperature, bool use_jit = true);
+  // Runs the prompt (B rows of the same length) and returns the first generated token of each row.
+  std::vector<int> prompt(const std::vector<std::vector<int>>& rows);
+  // Feeds one token per row at the next position; returns the next token of each row.
+  std::vector<int> step(const std::vector<int>& tokens);
+  int64_t pos() const { return pos_; }
+  size_t jit_kernels() const { return jit_.captured_kernels(); }
+
+ private:
+  Transformer& model_;
+  int64_t max_context_;
+  double temperature_;
+  bool use_jit_;
+  int64_t pos_ = 0;
+  std::string device_;
+  tg::TinyJit jit_;
+};
+
+// Greedy or sampled generation with no cache: every step reruns the whole sequence (tests compare it
+// with the cached path).
+std::vector<std::vector<int>> generate_uncached(Transformer& model, std::vector<std::vector<int>> rows, int64_t count, double temperature);
+
+}  // namespace gpt2

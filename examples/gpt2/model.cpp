@@ -1,0 +1,146 @@
+#include "gpt2/model.hpp"
+
+#include <cmath>
+
+namespace gpt2 {
+
+using tg::Opts;
+
+Config Config::named(const std::string& name) {
+  Config c;
+  if (name == "gpt2") c.n_layer = 12, c.n_embd = 768, c.n_head = 12;
+  else if (name == "gpt2-medium") c.n_layer = 24, c.n_embd = 1024, c.n_head = 16;
+  else if (name == "gpt2-large") c.n_layer = 36, c.n_embd = 1280, c.n_head = 20;
+  else if (name == "gpt2-xl") c.n_layer = 48, c.n_embd = 1600, c.n_head = 25;
+  else throw tg::Error("gpt2: unknown model size '" + name + "'; use gpt2, gpt2-medium, gpt2-large or gpt2-xl, or a checkpoint's config.json");
+  return c;
+}
+
+int64_t Config::n_params() const {
+  int64_t e = n_embd, per_layer = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (4 * e * e + 4 * e) + (4 * e * e + e);
+  return vocab_size * e + n_positions * e + n_layer * per_layer + 2 * e;
+}
+
+Conv1D::Conv1D(int64_t in, int64_t out)
+    : weight(Tensor::normal({in, out}, 0, 0.02)), bias(Tensor::zeros({out})) {}
+void Conv1D::collect(const std::string& p, tg::nn::NamedTensors& out) {
+  out.push_back({p + "weight", &weight});
+  out.push_back({p + "bias", &bias});
+}
+
+Attention::Attention(int64_t dim, int64_t n_head_) : c_attn(dim, 3 * dim), c_proj(dim, dim), n_head(n_head_), head_dim(dim / n_head_) {
+  if (dim % n_head_ != 0) throw tg::Error("gpt2: n_embd " + std::to_string(dim) + " is not a multiple of n_head " + std::to_string(n_head_));
+}
+void Attention::collect(const std::string& p, tg::nn::NamedTensors& out) {
+  c_attn.collect(p + "c_attn.", out);
+  c_proj.collect(p + "c_proj.", out);
+}
+
+std::tuple<Tensor, Tensor, Tensor> Attention::cached_kv(const Tensor& k, const Tensor& v, const StartPos& pos, int64_t max_context) {
+  int64_t B = k.shape()[0], T = k.shape()[1];
+  if (!cache_kv || cache_kv->shape()[1] != B || cache_kv->shape()[2] != max_context || cache_kv->dtype() != k.dtype())
+    cache_kv = Tensor::zeros({2, B, max_context, n_head, head_dim}, Opts{k.dtype(), k.device(), false}).contiguous().realize();
+  Tensor kv = Tensor::stack({k, v});   // (2, B, T, H, Dh)
+  Tensor slots = Tensor::arange(max_context, Opts{tg::dtypes::int32, k.device(), false});
+  if (pos.buf) {
+    // one token at the position held in the buffer: write that row, attend to rows 0..start_pos
+    if (T != 1) throw tg::Error("gpt2: a start_pos buffer takes one token per call, got " + std::to_string(T));
+    Tensor p = pos.buf->reshape({1});
+    cache_kv->assign((slots == p).reshape({1, 1, max_context, 1, 1}).where(kv, *cache_kv)).realize();
+    Tensor mask = (slots <= p).reshape({1, max_context});
+    return {(*cache_kv)[{0}], (*cache_kv)[{1}], mask};
+  }
+  int64_t s = pos.value;
+  if (s < 0 || s + T > max_context)
+    throw tg::Error("gpt2: tokens " + std::to_string(s) + ".." + std::to_string(s + T) + " don't fit the context of " +
+                    std::to_string(max_context) + "; raise max_context (n_positions is the limit)");
+  Tensor rows = ((slots >= s) & (slots < s + T)).reshape({1, 1, max_context, 1, 1});
+  Tensor padded = kv.pad({{0, 0}, {0, 0}, {s, max_context - s - T}, {0, 0}, {0, 0}});
+  cache_kv->assign(rows.where(padded, *cache_kv)).realize();
+  Tensor keys = (*cache_kv)[{0}].shrink({{0, B}, {0, s + T}, {0, n_head}, {0, head_dim}});
+  Tensor vals = (*cache_kv)[{1}].shrink({{0, B}, {0, s + T}, {0, n_head}, {0, head_dim}});
+  Tensor mask = Tensor::ones({T, s + T}, Opts{tg::dtypes::bool_, k.device(), false}).tril(int(s));
+  return {keys, vals, mask};
+}
+
+Tensor Attention::operator()(const Tensor& x, const StartPos& pos, int64_t max_context) {
+  int64_t B = x.shape()[0], T = x.shape()[1], dim = n_head * head_dim;
+  Tensor xqkv = c_attn(x);
+  auto part = [&](int64_t i) { return xqkv.shrink({{0, B}, {0, T}, {i * dim, (i + 1) * dim}}).reshape({B, T, n_head, head_dim}); };
+  Tensor q = part(0), k = part(1), v = part(2);
+  auto [keys, vals, mask] = max_context > 0 ? cached_kv(k, v, pos, max_context)
+                                            : std::tuple{k, v, Tensor::ones({T, T}, Opts{tg::dtypes::bool_, x.device(), false}).tril(0)};
+  Tensor a = q.transpose(1, 2).scaled_dot_product_attention(keys.transpose(1, 2), vals.transpose(1, 2), mask);
+  return c_proj(a.transpose(1, 2).reshape({B, T, dim}));
+}
+
+Tensor Block::operator()(const Tensor& x, const StartPos& pos, int64_t max_context) {
+  Tensor hcur = x + attn(ln_1(x), pos, max_context);
+  return hcur + mlp(ln_2(hcur));
+}
+void MLP::collect(const std::string& p, tg::nn::NamedTensors& out) {
+  c_fc.collect(p + "c_fc.", out);
+  c_proj.collect(p + "c_proj.", out);
+}
+void Block::collect(const std::string& p, tg::nn::NamedTensors& out) {
+  ln_1.collect(p + "ln_1.", out);
+  attn.collect(p + "attn.", out);
+  ln_2.collect(p + "ln_2.", out);
+  mlp.collect(p + "mlp.", out);
+}
+
+Transformer::Transformer(const Config& c)
+    : cfg(c), wte(c.vocab_size, c.n_embd), wpe(c.n_positions, c.n_embd), ln_f(c.n_embd, c.layer_norm_epsilon) {
+  if (c.n_layer < 1 || c.n_embd < 1 || c.n_head < 1 || c.n_positions < 1 || c.vocab_size < 1)
+    throw tg::Error("gpt2: bad config (n_layer, n_embd, n_head, n_positions and vocab_size must be positive)");
+  wte.weight = Tensor::normal({c.vocab_size, c.n_embd}, 0, 0.02);
+  wpe.weight = Tensor::normal({c.n_positions, c.n_embd}, 0, 0.02);
+  h.reserve(size_t(c.n_layer));
+  for (int64_t i = 0; i < c.n_layer; i++) h.emplace_back(c.n_embd, c.n_head, c.layer_norm_epsilon);
+}
+
+void Transformer::collect(const std::string& p, tg::nn::NamedTensors& out) {
+  wte.collect(p + "wte.", out);
+  wpe.collect(p + "wpe.", out);
+  for (size_t i = 0; i < h.size(); i++) h[i].collect(p + "h." + std::to_string(i) + ".", out);
+  ln_f.collect(p + "ln_f.", out);
+}
+
+void Transformer::reset_cache() {
+  for (auto& b : h) b.attn.cache_kv.reset();
+}
+
+Tensor Transformer::place(const std::string& key, const Tensor& t) {
+  auto ends = [&](const std::string& s) { return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0; };
+  if (ends(".c_attn.weight") || ends(".c_proj.weight") || ends(".c_fc.weight")) return t.T().contiguous().T();
+  return t.contiguous();
+}
+
+void Transformer::to(const std::string& device, tg::DType dtype) {
+  std::vector<Tensor> all;
+  for (auto& [k, t] : named_tensors()) {
+    Tensor m = t->to(device);
+    if (m.dtype() != dtype) m = m.cast(dtype);
+    *t = place(k, m);
+    all.push_back(*t);
+  }
+  Tensor first = all[0];
+  first.realize(std::vector<Tensor>(all.begin() + 1, all.end()));
+  reset_cache();
+}
+
+Tensor Transformer::operator()(const Tensor& tokens, const StartPos& pos, int64_t max_context) {
+  if (tokens.ndim() != 2) throw tg::Error("gpt2: tokens must be (batch, seq), got " + tg::to_str(tokens.shape()));
+  int64_t T = tokens.shape()[1];
+  if (!pos.buf && pos.value + T > cfg.n_positions)
+    throw tg::Error("gpt2: positions " + std::to_string(pos.value) + ".." + std::to_string(pos.value + T) + " exceed n_positions " +
+                    std::to_string(cfg.n_positions));
+  Tensor pos_emb = pos.buf ? wpe(pos.buf->reshape({1, 1}))
+                           : wpe.weight.shrink({{pos.value, pos.value + T}, {0, cfg.n_embd}}).reshape({1, T, cfg.n_embd});
+  Tensor x = wte(tokens) + pos_emb;
+  for (auto& b : h) x = b(x, pos, max_context);
+  // lm_head is tied to wte
+  return ln_f(x).matmul(wte.weight.T()).float_();
+}
+
+}  // namespace gpt2

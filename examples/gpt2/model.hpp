@@ -1,0 +1,109 @@
+// GPT-2 (tinygrad 0.9.2 examples/gpt2.py) on tg's public API, with Hugging Face checkpoint loading.
+// Parameter names are Hugging Face's GPT2Model keys ("wte.weight", "h.0.attn.c_attn.weight", ...);
+// Conv1D weights keep HF's (in, out) layout, so y = x @ W + b reads the file's bytes as they are.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tg/tg.hpp>
+
+namespace gpt2 {
+
+using tg::Tensor;
+
+struct Config {
+  int64_t n_layer = 12, n_embd = 768, n_head = 12, n_positions = 1024, vocab_size = 50257;
+  double layer_norm_epsilon = 1e-5;
+  static Config named(const std::string& name);        // gpt2, gpt2-medium, gpt2-large, gpt2-xl
+  static Config from_json(const std::string& path);    // a Hugging Face config.json
+  int64_t n_params() const;                            // with lm_head tied to wte
+};
+
+// Where the new tokens go in the KV cache. Today: a concrete position (the prompt, runs without a
+// cache) or a realized (1,) int32 buffer holding it (one decode token per call, so one TinyJit capture
+// serves every position: the cache has a fixed length and the buffer masks it). When symbolic shapes
+// land, `buf` becomes a bound Variable and attention shrinks the cache to 0:start_pos+1 instead
+// (Attention::cached_kv is the one place that changes).
+struct StartPos {
+  int64_t value = 0;
+  std::optional<Tensor> buf;
+};
+
+// HF's Conv1D: weight (in, out), y = x @ weight + bias. The weight is kept as a transposed view of an
+// (out, in) contiguous buffer (see place()): a decode step's matrix-vector product then reads each output's
+// weights as one contiguous row, which streams at full bandwidth (the (in, out) layout read 64 bytes per row
+// per output block and ran ~3x slower on the CPU).
+struct Conv1D : tg::nn::Module {
+  Tensor weight, bias;
+  Conv1D(int64_t in, int64_t out);
+  Tensor operator()(const Tensor& x) const { return x.matmul(weight) + bias; }
+  void collect(const std::string& p, tg::nn::NamedTensors& out) override;
+};
+
+struct Attention : tg::nn::Module {
+  Conv1D c_attn, c_proj;
+  int64_t n_head, head_dim;
+  std::optional<Tensor> cache_kv;   // (2, B, max_context, n_head, head_dim), allocated on first cached call
+  Attention(int64_t dim, int64_t n_head);
+  // x: (B, T, dim). max_context == 0: no cache (causal attention over x alone).
+  Tensor operator()(const Tensor& x, const StartPos& pos, int64_t max_context);
+  void collect(const std::string& p, tg::nn::NamedTensors& out) override;
+ private:
+  // writes k, v (B, T, H, Dh) into the cache; returns the keys, values and the attention mask to use
+  std::tuple<Tensor, Tensor, Tensor> cached_kv(const Tensor& k, const Tensor& v, const StartPos& pos, int64_t max_context);
+};
+
+struct MLP : tg::nn::Module {
+  Conv1D c_fc, c_proj;
+  explicit MLP(int64_t dim) : c_fc(dim, 4 * dim), c_proj(4 * dim, dim) {}
+  Tensor operator()(const Tensor& x) const { return c_proj(c_fc(x).gelu()); }
+  void collect(const std::string& p, tg::nn::NamedTensors& out) override;
+};
+
+struct Block : tg::nn::Module {
+  tg::nn::LayerNorm ln_1, ln_2;
+  Attention attn;
+  MLP mlp;
+  Block(int64_t dim, int64_t n_head, double eps) : ln_1(dim, eps), ln_2(dim, eps), attn(dim, n_head), mlp(dim) {}
+  Tensor operator()(const Tensor& x, const StartPos& pos, int64_t max_context);
+  void collect(const std::string& p, tg::nn::NamedTensors& out) override;
+};
+
+class Transformer : public tg::nn::Module {
+ public:
+  Config cfg;
+  tg::nn::Embedding wte, wpe;
+  std::vector<Block> h;
+  tg::nn::LayerNorm ln_f;
+
+  // Parameters start as HF's initialization (normal(0, 0.02) weights, zero biases, unit norms) on the
+  // default device, seeded by Tensor::manual_seed; a checkpoint loader overwrites them.
+  explicit Transformer(const Config& cfg);
+  // tokens: (B, T) int32. Returns logits (B, T, vocab_size) in float32.
+  // max_context > 0 uses the KV cache of that length (allocated on the first call, kept until
+  // reset_cache); pos.buf requires T == 1.
+  Tensor operator()(const Tensor& tokens, const StartPos& pos = {}, int64_t max_context = 0);
+  void reset_cache();
+  // The form a parameter is kept in: contiguous, except Conv1D weights, (in, out) views of (out, in) buffers.
+  static Tensor place(const std::string& key, const Tensor& t);
+  // Moves every parameter to `device` and casts floats to `dtype` (fp16 inference).
+  void to(const std::string& device, tg::DType dtype);
+  void collect(const std::string& p, tg::nn::NamedTensors& out) override;
+};
+
+// ---- checkpoints (load.cpp) ----
+// A Hugging Face checkpoint: a directory with config.json and model.safetensors or pytorch_model.bin,
+// or one of those files (config.json beside it is used when present, else `fallback`).
+// Accepts GPT2Model keys with or without the "transformer." prefix; ignores attn.bias/attn.masked_bias
+// buffers and lm_head.weight (tied to wte). Missing, unexpected or mis-shaped tensors throw tg::Error
+// naming the key and the file. Tensors are read through DISK (mmap) straight to `device`.
+struct Loaded {
+  Config cfg;
+  std::string file;   // the weights file that was read
+};
+Loaded load_checkpoint_config(const std::string& path, const Config& fallback);
+void load_checkpoint(Transformer& model, const std::string& weights_file, const std::string& device);
+
+}  // namespace gpt2
