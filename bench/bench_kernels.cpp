@@ -1,8 +1,7 @@
 // Kernel speed against this machine's limits (JSON lines): elementwise a*b+1 and sum on 2^24 fp32
 // (GB/s), a 1024^3 fp32 matmul and a conv2d forward (GFLOPS), each with default opts, NOOPT=1 and
 // BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
-// Limits: LIMITS=<file of limits.sh JSON lines>, else it runs LIMITS_SH (default
-// /work/shared/bench/limits.sh). BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
+// Limits: measured in the same run by bench/limits.cpp. BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
 // CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512).
 #include <chrono>
 #include <cmath>
@@ -13,6 +12,8 @@
 #include <sstream>
 
 #include "engine/realize.hpp"
+#include "engine/schedule.hpp"
+#include "limits.hpp"
 #include "engine/search.hpp"
 #include "tg/tg.hpp"
 
@@ -21,29 +22,12 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
+// limits measured in this run (bench/limits.hpp), printed as JSON lines before the results
 std::map<std::string, double> read_limits() {
-  std::string text;
-  if (std::string f = getenv_str("LIMITS"); !f.empty()) {
-    std::ifstream in(f);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  } else {
-    std::string cmd = "sh " + getenv_str("LIMITS_SH", "/work/shared/bench/limits.sh") + " 2>/dev/null";
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-      char buf[512];
-      while (fgets(buf, sizeof(buf), p)) text += buf;
-      pclose(p);
-    }
-  }
   std::map<std::string, double> ret;
-  std::stringstream ss(text);
-  for (std::string line; std::getline(ss, line);) {
-    auto k = line.find("\"limit\":\""), v = line.find("\"value\":");
-    if (k == std::string::npos || v == std::string::npos) continue;
-    k += 9;
-    ret[line.substr(k, line.find('"', k) - k)] = std::stod(line.substr(v + 8));
-    std::printf("%s\n", line.c_str());
+  for (const auto& [key, l] : tgbench::measure_limits()) {
+    std::printf("%s\n", tgbench::limit_json(key, l).c_str());
+    ret[key] = l.value;
   }
   return ret;
 }
@@ -80,13 +64,13 @@ Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode)
     const Renderer& ren = get_renderer(si.bufs[0]->device);
     std::unique_ptr<Kernel> k;
     if (mode == "beam") {
-      Kernel kb(si.ast, ren);
+      Kernel kb(Access::uop(si.ast), ren);
       kb.required_optimizations();
       auto rawbufs = bufs_from_lin(kb);
       k = beam_search(kb, rawbufs, 2);
     } else {
       Context ctx({{"NOOPT", mode == "noopt" ? 1 : 0}, {"BEAM", 0}});
-      k = get_kernel(ren, si.ast);
+      k = get_kernel(ren, Access::uop(si.ast));
     }
     CompiledRunner r(k->to_program());
     std::vector<Buffer*> bufs;
@@ -132,7 +116,8 @@ int main() {
     for (std::string item; std::getline(os, item, ',');) wanted = wanted || (!item.empty() && c.name.find(item) != std::string::npos);
     if (!wanted) continue;
     Tensor out = c.build();
-    std::vector<ScheduleItem> sched = out.schedule();
+    // scheduled here and run by hand: Tensor::schedule() would also queue them for the next realize
+    std::vector<ScheduleItem> sched = memory_planner(create_schedule({Access::lazydata(out)}));
     for (const ScheduleItem& si : sched) lower_schedule_item(si).run();   // allocates and fills every buffer once
     std::stringstream ms(modes);
     std::vector<float> reference;

@@ -1,5 +1,5 @@
 // Framework overhead, the cold compile path, and elementwise/reduce bandwidth (JSON lines).
-// Compare the GB/s figures with ../shared/bench/limits.sh run in the same session (scripts/bench does).
+// Compare the GB/s figures with bench_limits run in the same session (scripts/bench runs it first).
 #include <chrono>
 #include <cstdio>
 #include <vector>

@@ -3,7 +3,6 @@
 // same process (when built with it), and the step's FLOPs against OpenBLAS sgemm measured here (when
 // libopenblas can be loaded). Then the per-step overhead of a JIT replay vs a plain step on a tiny model.
 //   BS=512 STEPS=5 THREADS=n bench_train       (data: Debian's Fashion-MNIST if present, else random)
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "limits.hpp"
 #include "tg/tg.hpp"
 #include "mnist_model.hpp"
 #ifdef TG_HAVE_TORCH
@@ -41,23 +41,6 @@ double gemm_flops(int64_t bs) {
   return f;
 }
 
-// OpenBLAS sgemm GFLOPS at n x n x n, loaded at run time; 0 when the library is missing.
-double openblas_gflops(int n) {
-  void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
-  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
-  auto sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
-  if (!sgemm) return 0;
-  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
-  double best = 1e9;
-  for (int r = 0; r < 5; r++) {
-    auto t = clk::now();
-    sgemm(101 /*RowMajor*/, 111 /*NoTrans*/, 111, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    best = std::min(best, secs(t));
-  }
-  return 2.0 * n * n * n / best / 1e9;
-}
 
 nn::datasets::Dataset load_data() {
   const std::string dir = "/usr/share/datasets/fashion-mnist";
@@ -216,7 +199,7 @@ int main() {
     int steps = int(getenv("STEPS", 5));
     int threads = int(getenv("THREADS", 0));
     if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-    double gf = openblas_gflops(1024);
+    double gf = tgbench::gemm_gflops(1024).value;
     if (gf > 0)
       std::printf("{\"limit\":\"gemm1024_gflops\",\"value\":%.1f,\"what\":\"OpenBLAS sgemm fp32, measured in this run\",\"step_limit_s\":%.4f,"
                   "\"conv_linear_gflop\":%.3f}\n",

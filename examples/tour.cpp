@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
@@ -47,8 +48,8 @@ int main() {
 
   // ---- 2. LazyBuffer: the graph the ops made. Bases hold an op, views a ShapeTracker over a base.
   section("2. LazyBuffer (lazy/): the graph, with each node's Tensor op");
-  print_lazy(out.lazydata());
-  std::cout << "a's ShapeTracker: " << a.lazydata()->st.str() << "\n";
+  print_lazy(Access::lazydata(out));
+  std::cout << "a's ShapeTracker: " << Access::lazydata(a)->st.str() << "\n";
 
   // ---- 3. Schedule: the graph grouped into kernels. The multiply, relu and sum fuse into one.
   section("3. Schedule (engine/schedule): ScheduleItems, one per kernel");
@@ -64,7 +65,7 @@ int main() {
   // ---- 4. Kernel: the AST plus optimizations that reshape its iteration space.
   section("4. Kernel (codegen/kernel, heuristic): shape and optimizations");
   const Renderer& renderer = get_renderer("CPU");
-  auto k = get_kernel(renderer, kernel->ast);   // required + hand-coded opts, as realize does
+  auto k = get_kernel(renderer, Access::uop(kernel->ast));   // required + hand-coded opts, as realize does
   std::cout << "name " << k->name() << ", full shape " << to_str(k->full_shape()) << "\n";
   for (const Opt& o : k->applied_opts) std::cout << "applied " << o.str() << "\n";
 

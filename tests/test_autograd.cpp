@@ -196,3 +196,20 @@ TEST(Autograd, AccumulationDetachScopes) {
   (v * 2).backward(F({1, 10}, {2}));
   expect_close(grad_of(v), {2, 20});
 }
+
+// A comparison as where's condition gets no gradient, and the walk passes it by: x and y get theirs as in
+// torch (d/dx where(x > y, x, y) = [x > y], d/dy = [x <= y]). It threw "got no gradient" before.
+TEST(Autograd, WhereWithComparisonCondition) {
+  Tensor x = param({1, -2, 3, -4}, {4}), y = param({0, 0, 5, -5}, {4});
+  (x > y).where(x, y).sum().backward();
+  expect_close(grad_of(x), {1, 0, 0, 1});
+  expect_close(grad_of(y), {0, 1, 1, 0});
+  Tensor r = param({-1, 2}, {2});
+  ((r > 0).where(r, 0.0) * F({3, 4}, {2})).sum().backward();   // a relu written with where
+  expect_close(grad_of(r), {0, 4});
+  // a comparison's result requires no grad (torch), so a graph of comparisons alone has nothing to differentiate
+  Tensor a = param({1, 2}, {2});
+  EXPECT_FALSE((a < 1.5).requires_grad());
+  EXPECT_THROW((a < 1.5).where(1.0, 2.0).sum().backward(), Error);
+  EXPECT_THROW((a != a).sum().backward(), Error);   // tinygrad's test_cmp_ne_backwards
+}

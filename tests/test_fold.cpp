@@ -48,7 +48,7 @@ void expect_folds(const UOp& term, const UOp& r, const UOp& x, int64_t xlo, int6
 std::vector<std::string> kernel_sources(const Tensor& t) {
   std::vector<std::string> out;
   for (const ScheduleItem& si : t.schedule())
-    if (si.kind == MetaOps::KERNEL) out.push_back(get_runner("CPU", si.ast)->p.src);
+    if (si.kind == MetaOps::KERNEL) out.push_back(get_runner("CPU", Access::uop(si.ast))->p.src);
   return out;
 }
 int count(const std::string& s, const std::string& sub) {
@@ -233,7 +233,7 @@ TEST(FoldEndToEnd, RandIsFast) {
   EXPECT_LT(s, 10.0);   // unfolded, the arange under threefry is 2^23 adds per element: hours
   for (const ScheduleItem& si : Tensor::rand({1 << 24}).schedule())
     if (si.kind == MetaOps::KERNEL) {
-      const std::string src = get_runner("CPU", si.ast)->p.src;
+      const std::string src = get_runner("CPU", Access::uop(si.ast))->p.src;
       EXPECT_LE(count(src, "for ("), 1) << src;   // the counter update has none
     }
   // the stream is tinygrad's: see TensorRandom.MatchesTinygradThreefry for the exact values

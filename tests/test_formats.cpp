@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kData = fs::path(__FILE__).parent_path() / "data";
+const fs::path kData = fs::path(TG_SOURCE_DIR) / "tests" / "data";
 
 class TmpDir {
  public:

@@ -38,7 +38,7 @@ std::vector<T> to_vec(Buffer& b) {
 ScheduleItem kernel_item(const UOp& ast, std::vector<std::shared_ptr<Buffer>> bufs, std::vector<std::string> md = {}) {
   ScheduleItem si;
   si.kind = MetaOps::KERNEL;
-  si.ast = ast;
+  si.ast = Access::ast(ast);
   si.bufs = std::move(bufs);
   si.metadata = std::move(md);
   return si;

@@ -57,8 +57,8 @@ TEST(Schedule, ReduceFusesItsElementwiseInput) {
   auto out = add(a, b)->r(ReduceOps::SUM, {0});
   auto s = create_schedule({out});
   ASSERT_EQ(count_kernels(s), 1u);
-  EXPECT_EQ(count_ops(s[0].ast, Ops::REDUCE_AXIS), 1u);
-  EXPECT_EQ(count_ops(s[0].ast, Ops::LOAD), 2u);
+  EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::REDUCE_AXIS), 1u);
+  EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::LOAD), 2u);
 }
 
 TEST(Schedule, SoftmaxIsAtMostThreeKernels) {
@@ -106,8 +106,8 @@ TEST(Schedule, ExpandedReduceRealizesFirst) {
   auto out = add(x->r(ReduceOps::SUM, {1})->expand({4, 8}), x);
   auto s = create_schedule({out});
   ASSERT_EQ(count_kernels(s), 2u);
-  EXPECT_EQ(count_ops(s[0].ast, Ops::REDUCE_AXIS), 1u);
-  EXPECT_EQ(count_ops(s[1].ast, Ops::REDUCE_AXIS), 0u);
+  EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::REDUCE_AXIS), 1u);
+  EXPECT_EQ(count_ops(Access::uop(s[1].ast), Ops::REDUCE_AXIS), 0u);
   EXPECT_EQ(s[1].bufs[1], s[0].bufs[0]);   // the second kernel reads the reduce's output
 }
 
@@ -123,7 +123,7 @@ TEST(Schedule, MultipleOutputsOfOneReduceShareAKernel) {
   auto s = create_schedule({o1, o2});
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].n_outputs, 2);
-  EXPECT_EQ(count_ops(s[0].ast, Ops::STORE), 2u);
+  EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::STORE), 2u);
   EXPECT_EQ(s[0].bufs.size(), 3u);
   {
     Context ctx({{"MULTIOUTPUT", 0}});
@@ -142,7 +142,7 @@ TEST(Schedule, AssignRunsInPlace) {
   EXPECT_EQ(s[0].bufs[0], t->buffer);
   EXPECT_EQ(a->buffer, t->buffer);
   EXPECT_TRUE(a->realized());
-  for (auto& u : s[0].ast.toposort())
+  for (auto& u : Access::uop(s[0].ast).toposort())
     if (u->op == Ops::DEFINE_GLOBAL) EXPECT_EQ(u->as<int64_t>(), 0);
 }
 
@@ -206,7 +206,7 @@ TEST(Schedule, SimpleAddAst) {
   UOp ld1(Ops::LOAD, dtypes::float32, {glob(1), st}), ld2(Ops::LOAD, dtypes::float32, {glob(2), st});
   UOp alu(Ops::ALU, dtypes::float32, {ld1, ld2}, BinaryOps::ADD);
   UOp expected(Ops::SINK, dtypes::void_, {UOp(Ops::STORE, dtypes::void_, {glob(0), st, alu})});
-  EXPECT_EQ(s[0].ast, expected) << s[0].ast.str() << "\nvs\n" << expected.str();
+  EXPECT_EQ(Access::uop(s[0].ast), expected) << s[0].ast.str() << "\nvs\n" << expected.str();
   std::string printed = s[0].str();
   for (const char* part : {"UOps.SINK", "UOps.STORE", "UOps.LOAD", "BinaryOps.ADD", "UOps.SHAPETRACKER", "shape=(4,)"})
     EXPECT_NE(printed.find(part), std::string::npos) << part << " missing in\n" << printed;
@@ -217,9 +217,9 @@ TEST(Schedule, ConstAndCastInAst) {
   auto out = add(a, a->const_(int64_t{5}))->cast(dtypes::float32);
   auto s = create_schedule({out});
   ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(count_ops(s[0].ast, Ops::CAST), 1u);
+  EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::CAST), 1u);
   bool found = false;
-  for (auto& u : s[0].ast.toposort()) {
+  for (auto& u : Access::uop(s[0].ast).toposort()) {
     if (u->op != Ops::CONST) continue;
     found = true;
     EXPECT_EQ(u->as<int64_t>(), 5);

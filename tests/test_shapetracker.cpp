@@ -30,7 +30,7 @@ TEST(ShapeTracker, SeedWalkThrough) {
             "View(shape=(100,), strides=(1,), offset=0, mask=None, contiguous=True)))");
   EXPECT_EQ(st.simplify(), st);   // a transpose can't be flattened into one view
   // the index is ((idx0%10)*10)+(idx0//10) and always valid
-  auto [idx, valid] = st.to_indexed_uops();
+  auto [idx, valid] = to_indexed_uops(st);
   for (int64_t i = 0; i < 100; i++) {
     EXPECT_EQ(eval_at(idx, {i}), (i % 10) * 10 + i / 10);
     EXPECT_EQ(eval_at(valid, {i}), 1);
@@ -46,9 +46,9 @@ TEST(ShapeTracker, ToIndexedUopsTakesIdxs) {
   auto st = ShapeTracker::from_shape({3, 4}).permute({1, 0});
   UOp a(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, int64_t{3})}, std::string("a"));
   UOp b(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, int64_t{2})}, std::string("b"));
-  auto [idx, valid] = st.to_indexed_uops({a, b});
+  auto [idx, valid] = to_indexed_uops(st, {a, b});
   EXPECT_EQ(const_to_int(eval_uop(idx, {{"a", 3}, {"b", 2}})), 2 * 4 + 3);
-  EXPECT_THROW(st.to_indexed_uops({a}), Error);
+  EXPECT_THROW(to_indexed_uops(st, {a}), Error);
 }
 
 // ---- creation and printing ----
@@ -145,7 +145,7 @@ TEST(ShapeTracker, ComposeAppliesSecondOnTopOfFirst) {
   auto a = ShapeTracker::from_shape({6, 4}).permute({1, 0});
   auto b = ShapeTracker::from_shape({4, 6}).shrink({{1, 3}, {0, 6}}).reshape({12});
   auto c = a + b;
-  auto [idx, valid] = c.to_indexed_uops();
+  auto [idx, valid] = to_indexed_uops(c);
   for (int64_t i = 0; i < 12; i++) EXPECT_EQ(eval_at(idx, {i}), (i % 6) * 4 + (1 + i / 6));
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "access.hpp"
 #include "tensor_test_util.hpp"
 #include "tg/tg.hpp"
 #include "uop/uop.hpp"
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kData = fs::path(__FILE__).parent_path() / "data";
+const fs::path kData = fs::path(TG_SOURCE_DIR) / "tests" / "data";
 
 class TmpDir {
  public:
@@ -83,12 +84,12 @@ TEST(State, GetStateDictAndParameters) {
   EXPECT_EQ(keys(sd), (std::vector<std::string>{"bn.bias", "bn.num_batches_tracked", "bn.running_mean", "bn.running_var", "bn.weight",
                                                "conv.bias", "conv.weight", "fc.bias", "fc.weight"}));
   // the dict shares the model's tensors
-  EXPECT_EQ(sd.at("fc.weight").impl(), net.fc.weight.impl());
+  EXPECT_EQ(Access::impl(sd.at("fc.weight")), Access::impl(net.fc.weight));
   EXPECT_EQ(sd.at("conv.weight").shape(), (Shape{2, 1, 3, 3}));
   std::vector<Tensor> ps = get_parameters(net);
   ASSERT_EQ(ps.size(), 9u);
   size_t i = 0;
-  for (auto& [k, t] : sd) EXPECT_EQ(ps[i++].impl(), t.impl()) << k;
+  for (auto& [k, t] : sd) EXPECT_EQ(Access::impl(ps[i++]), Access::impl(t)) << k;
 }
 
 TEST(State, SafeSaveLoadRoundTripsDtypesShapesValues) {

@@ -1,6 +1,7 @@
 // Symbolic simplification: each rule with exact renders, the seed-003 examples, the public Expr API.
 #include <gtest/gtest.h>
 
+#include "access.hpp"
 #include "tg/helpers.hpp"
 #include "tg/symbolic.hpp"
 #include "uop/symbolic.hpp"
@@ -8,7 +9,7 @@
 using namespace tg;
 
 namespace {
-UOp var(const char* name, int64_t lo, int64_t hi) { return Variable(name, lo, hi).uop(); }
+UOp var(const char* name, int64_t lo, int64_t hi) { return Access::uop(Variable(name, lo, hi)); }
 UOp ci(int64_t v) { return UOp::const_(dtypes::int32, v); }
 std::string simp(const UOp& u) { return simplify(u).render(); }
 int64_t lo(const UOp& u) { return const_to_int(u.vmin()); }
@@ -152,7 +153,7 @@ TEST(Expr, Api) {
   EXPECT_EQ(a.min(20).render(), "a");
   EXPECT_EQ(((a * 3 + 4) % 5).eval({{"a", 7}}), 0);
   EXPECT_TRUE(((a + 1) * 2).same(a * 2 + 2));
-  EXPECT_EQ(Expr(a.uop()).render(), "a");
+  EXPECT_EQ(Access::expr(Access::uop(a)).render(), "a");
   EXPECT_EQ((a.lt(5) + 1).render(), "((a<5)+1)" );
 }
 
@@ -167,7 +168,7 @@ TEST(Expr, Variable) {
   auto [u, v] = b.unbind();
   EXPECT_EQ(v, 3);
   EXPECT_FALSE(u.val().has_value());
-  EXPECT_EQ(b.bound_uop()->op, Ops::BIND);
+  EXPECT_EQ(bound_uop(b)->op, Ops::BIND);
   // a bound variable keeps its range in expressions: no folding by the bound value
   EXPECT_EQ((b / 4).render(), "(i//4)");
 }

@@ -157,9 +157,25 @@ TEST(TensorErrors, DataAndAutograd) {
   EXPECT_TG_ERROR(F({1}, {1}).to("NOSUCHDEVICE"), "NOSUCHDEVICE");
 }
 
-TEST(TensorErrors, BackwardThroughAConditionWithoutGrad) {
-  tg::Tensor x = tg::Tensor::from<float>({1, 2, 3}, {3}).requires_grad_();
-  tg::Tensor y = tg::Tensor::from<float>({3, 2, 1}, {3}).requires_grad_();
-  tg::Tensor out = (x < y).where(x, y).sum();
-  EXPECT_THROW(out.backward(), tg::Error);
+// A 0-d tensor has no dim to index: ops that index shape()[dim] throw (they read past an empty shape
+// before: cat of two scalars was a SIGSEGV). Ops where torch gives a 0-d dim a meaning keep working.
+TEST(TensorErrors, ZeroDimTensorHasNoDims) {
+  Tensor a(3.14);
+  EXPECT_TG_ERROR(Tensor::cat({a, a}), "cat", "0-d", "()");
+  EXPECT_TG_ERROR(Tensor::cat({a, a}, -1), "cat", "0-d");
+  EXPECT_TG_ERROR(a.unflatten(0, {1}), "unflatten", "0-d");
+  EXPECT_TG_ERROR(a.repeat_interleave(2, 0), "repeat_interleave", "0-d");
+  EXPECT_TG_ERROR(a.split(1, 0), "split", "0-d");
+  EXPECT_TG_ERROR(a.split(std::vector<int64_t>{1}, 0), "split", "0-d");
+  EXPECT_TG_ERROR(a.chunk(2, 0), "chunk", "0-d");
+  EXPECT_TG_ERROR(a.gather(0, Tensor(int64_t{0})), "gather", "0-d");
+  EXPECT_TG_ERROR(a.transpose(0, 1), "transpose", "()");
+  // torch: these are defined on a 0-d tensor
+  EXPECT_EQ(Tensor::stack({a, a}).shape(), Shape({2}));
+  EXPECT_EQ(a.transpose(0, -1).shape(), Shape{});
+  EXPECT_EQ(Tensor(2.0).argmax(0).item<int32_t>(), 0);
+  EXPECT_EQ(Tensor(2.0).argmin(-1, true).item<int32_t>(), 0);
+  EXPECT_EQ(a.squeeze(0).shape(), Shape{});
+  EXPECT_EQ(a.flatten().shape(), Shape({1}));
+  EXPECT_EQ(Tensor(2.0).cumsum(0).item<float>(), 2.0f);
 }

@@ -18,7 +18,6 @@ namespace tg {
 
 using Shape = std::vector<int64_t>;
 using Mask = std::vector<std::pair<int64_t, int64_t>>;   // per axis [begin, end)
-class UOp;   // src/uop/uop.hpp
 
 struct View {
   Shape shape;
@@ -80,9 +79,6 @@ class ShapeTracker {
   int64_t real_size() const;            // 1 + the largest buffer index reached (0 if nothing valid)
   bool axis_is_masked(int axis) const;  // whether the validity depends on this axis
 
-  // (index, valid) as int32 / bool UOps over idxs (default: DEFINE_VAR "idx<i>" in [0, shape[i]-1]).
-  // Not simplified: the lowerer's symbolic pass cleans them up.
-  std::pair<UOp, UOp> to_indexed_uops(const std::vector<UOp>& idxs = {}) const;
   // (index, valid) over variables idx0, idx1, ..., simplified: what the seeds print
   std::pair<Expr, Expr> expr_idxs() const;
 

@@ -16,14 +16,12 @@
 
 namespace tg {
 
-class UOp;   // src/uop/uop.hpp
+class UOp;        // src/uop/uop.hpp
 class Variable;
 
 class Expr {
  public:
   Expr(int64_t v);                    // a constant
-  explicit Expr(const UOp& u);        // wraps a UOp (internal: ShapeTracker index expressions)
-  const UOp& uop() const;
 
   std::string render() const;         // "(a%10)", "((a*2)+1)", "(a//20)"
   int64_t vmin() const;               // bounds from the variables' ranges
@@ -45,8 +43,10 @@ class Expr {
   friend Expr operator/(const Expr& a, const Expr& b);   // throws tg::Error for a zero divisor
   friend Expr operator%(const Expr& a, const Expr& b);   // throws tg::Error for a zero divisor
 
- protected:
+ private:
+  Expr() = default;
   std::shared_ptr<const UOp> u_;
+  friend struct Access;               // src/access.hpp: the UOp behind it
 };
 
 // A named integer in [min, max] (a DEFINE_VAR), optionally bound to a value for one run.
@@ -61,7 +61,6 @@ class Variable : public Expr {
   using Expr::max;
   using Expr::min;
   std::optional<int64_t> val() const { return val_; }
-  UOp bound_uop() const;              // BIND(DEFINE_VAR, CONST v); throws tg::Error if not bound
 
  private:
   std::string name_;

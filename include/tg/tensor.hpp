@@ -15,12 +15,11 @@
 
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
+#include "tg/schedule.hpp"
 
 namespace tg {
 
 using Shape = std::vector<int64_t>;
-class LazyBuffer;        // src/lazy/lazy.hpp
-struct ScheduleItem;     // src/engine/schedule.hpp
 struct TensorData;       // src/tensor/tensor_impl.hpp
 class Tensor;
 struct Index;
@@ -77,7 +76,6 @@ class Tensor {
   Tensor(ConstType x, Opts opts);          // 0-d constant with dtype/device
   template <class E>
   static Tensor from(const std::vector<E>& data, Shape shape, Opts opts = {});
-  static Tensor from_lazydata(std::shared_ptr<LazyBuffer> lb, std::optional<bool> requires_grad = {});
   static Tensor empty(Shape shape, Opts opts = {});
   static Tensor zeros(Shape shape, Opts opts = {});
   static Tensor ones(Shape shape, Opts opts = {});
@@ -121,7 +119,8 @@ class Tensor {
   int64_t element_size() const;
   int64_t nbytes() const;
   bool is_floating_point() const;
-  std::shared_ptr<LazyBuffer> lazydata() const;
+  // The kernels and copies realize() would run, printable (tg/schedule.hpp). They stay queued: the next
+  // realize() of any tensor runs them first, so scheduling never leaves a tensor without its data.
   std::vector<ScheduleItem> schedule(std::vector<Tensor> others = {}) const;
   Tensor& realize(std::vector<Tensor> others = {});
   Tensor contiguous() const;
@@ -310,12 +309,11 @@ class Tensor {
     bool prev_;
   };
 
-  // internal handle (used by the op implementations and by nn/jit)
-  explicit Tensor(std::shared_ptr<TensorData> d) : d_(std::move(d)) {}
-  const std::shared_ptr<TensorData>& impl() const { return d_; }
 
  private:
+  explicit Tensor(std::shared_ptr<TensorData> d) : d_(std::move(d)) {}
   std::shared_ptr<TensorData> d_;
+  friend struct Access;   // src/access.hpp: the library reaches the data through it
 };
 
 // operator[] argument: an int, Slice, None, Ellipsis or an integer Tensor (fancy indexing).

@@ -7,6 +7,7 @@
 #include "tg/nn.hpp"
 #include "tg/optim.hpp"
 #include "tg/origin.hpp"
+#include "tg/schedule.hpp"
 #include "tg/shapetracker.hpp"
 #include "tg/state.hpp"
 #include "tg/symbolic.hpp"

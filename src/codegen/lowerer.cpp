@@ -146,7 +146,7 @@ class Lowerer {
     const bool is_const = x->op == Ops::CONST;
     const UOp& st = x->src[is_const ? 0 : 1];
     const bool local = !is_const && x->src[0]->op == Ops::DEFINE_LOCAL;
-    auto [idx, valid] = st_of(st).to_indexed_uops(x->op == Ops::LOAD && local ? ridxs_ : idxs_);
+    auto [idx, valid] = to_indexed_uops(st_of(st), x->op == Ops::LOAD && local ? ridxs_ : idxs_);
     if (is_const) return valid.where(UOp::const_(x->dtype, ast_const(x)), UOp::const_(x->dtype, int64_t{0}));
     const UOp& buf = x->src[0];
     if (x->op == Ops::LOAD) {

@@ -5,7 +5,7 @@
 // GPU: global dims become SPECIAL gidx (reversed, merged to fit global_max), local dims SPECIAL lidx.
 // CPU: global dims become RANGE {axis, 0}; the first one is {axis, 0, 1} (run on threads) when the kernel is big.
 // Reduce loops are RANGE {axis, 1}, upcasted dims EXPAND {axis, size} of the constants 0..size-1.
-// Each LOAD/STORE/CONST gets its index and validity from ShapeTracker::to_indexed_uops:
+// Each LOAD/STORE/CONST gets its index and validity from to_indexed_uops (shape/shapetracker_arg.hpp):
 //   LOAD(buf, idx[, alt 0, valid][, BARRIER])   STORE(buf, idx, val[, valid])   CONST -> where(valid, c, 0)
 // REDUCE_AXIS becomes REDUCE(val, ranges...) arg BinaryOps ADD/MAX, with upcasted reduce axes CONTRACTed.
 #pragma once

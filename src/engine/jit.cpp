@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "engine/profile.hpp"
+#include "access.hpp"
 #include "engine/realize.hpp"
 #include "lazy/lazy.hpp"
 
@@ -57,7 +58,7 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in) {
   std::vector<std::shared_ptr<Buffer>> input_bufs;
   for (auto& t : inputs) {
     sig.push_back({t.shape(), t.dtype(), t.device()});
-    input_bufs.push_back(t.lazydata()->base()->buffer);
+    input_bufs.push_back(Access::lazydata(t)->base()->buffer);
   }
   // the replay finds inputs by buffer: one buffer as two inputs would bind both to whichever comes last
   for (size_t a = 0; a < input_bufs.size(); a++)

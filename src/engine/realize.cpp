@@ -290,7 +290,7 @@ ExecItem lower_schedule_item(const ScheduleItem& si) {
     for (const auto& b : si.bufs)
       TG_ASSERT(b->device == out_device, "all buffers of a kernel must be on one device: " + si.str());
   switch (si.kind) {
-    case MetaOps::KERNEL: return ExecItem{get_runner(out_device, si.ast), si.bufs, si.metadata};
+    case MetaOps::KERNEL: return ExecItem{get_runner(out_device, Access::uop(si.ast)), si.bufs, si.metadata};
     case MetaOps::COPY:
       TG_ASSERT(si.bufs.size() == 2, "a COPY has a destination and a source: " + si.str());
       return ExecItem{std::make_shared<BufferCopy>(si.bufs[0]->nbytes(), out_device, si.bufs[1]->device), si.bufs, si.metadata};

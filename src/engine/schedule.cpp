@@ -661,7 +661,7 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
     queue.pop_front();
     ScheduleItem si;
     si.kind = lsi.kind;
-    si.ast = lsi.ast;
+    si.ast = Access::ast(lsi.ast);
     si.n_outputs = static_cast<int>(lsi.outputs.size());
     for (const Metadata* m : lsi.metadata) si.metadata.push_back(m->str());
     for (auto* v : {&lsi.outputs, &lsi.inputs})
@@ -677,6 +677,8 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
   span.arg("items", std::to_string(schedule.size()));
   return schedule;
 }
+
+std::string Ast::str() const { return p_ ? p_->self().str() : "None"; }
 
 std::string ScheduleItem::str() const {
   std::string s = "ScheduleItem(" + (kind == MetaOps::KERNEL ? "ast=" + ast.str() : to_string(kind)) + ", bufs=(";

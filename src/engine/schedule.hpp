@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "access.hpp"
 #include "lazy/lazy.hpp"
+#include "tg/schedule.hpp"
 #include "uop/uop.hpp"
 
 namespace tg {
@@ -17,14 +19,7 @@ namespace tg {
 //   ALU(srcs) arg = Unary/Binary/TernaryOps; CAST(x); BITCAST(x)
 //   REDUCE_AXIS(x) arg = ReduceArg{op, axes}
 // Buffer indices: outputs first, then inputs in order of first use; bufs follows the same order.
-struct ScheduleItem {
-  MetaOps kind = MetaOps::KERNEL;            // KERNEL, COPY, EMPTY, VIEW, CUSTOM
-  UOp ast;                                   // KERNEL only
-  std::vector<std::shared_ptr<Buffer>> bufs; // outputs then inputs
-  int n_outputs = 1;
-  std::vector<std::string> metadata;         // names of the Tensor ops that made it (for DEBUG lines)
-  std::string str() const;                   // printable like tinygrad's ScheduleItem
-};
+// ScheduleItem itself is public (include/tg/schedule.hpp); src/access.hpp reaches its ast as a UOp.
 
 // Schedules every unrealized LazyBuffer the outs depend on. Afterwards each scheduled base holds its
 // Buffer (not allocated yet: running the items does that) and has dropped its srcs, so it counts as

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "access.hpp"
+
 namespace tg::nn::optim {
 
 namespace {
@@ -14,7 +16,7 @@ Opts state_opts(const Tensor& like, std::optional<DType> dt = {}) {
 }
 void dedup_push(std::vector<Tensor>& v, const Tensor& t) {
   for (auto& x : v)
-    if (x.impl() == t.impl()) return;
+    if (Access::impl(x) == Access::impl(t)) return;
   v.push_back(t);
 }
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "access.hpp"
 #include "lazy/lazy.hpp"
 #include "nn/formats.hpp"
 #include "runtime/buffer.hpp"
@@ -27,7 +28,7 @@ Tensor from_raw(const formats::RawTensor& r, std::shared_ptr<Buffer>& disk_base,
   Shape shape = r.shape;
   LazyBufferPtr lb = LazyBuffer::from_buffer(buf, shape);
   if (numel == 0) return Tensor::empty(shape, Opts{r.dtype, {}, false});
-  return Tensor::from_lazydata(lb, false);
+  return Access::from_lazydata(lb, false);
 }
 
 int64_t file_size(const std::string& path) {
@@ -55,7 +56,7 @@ void safe_save(const StateDict& tensors, const std::string& path) {
   hold.reserve(tensors.size());
   for (auto& [k, t] : tensors) {
     Tensor c = t.to("CPU").contiguous().realize();
-    auto buf = c.lazydata()->base()->buffer;
+    auto buf = Access::lazydata(c)->base()->buffer;
     hold.push_back(c.numel() ? buf->as_bytes() : std::string());
     items.push_back({k, formats::TensorData{t.dtype(), t.shape(), hold.back().data()}});
   }
@@ -97,7 +98,7 @@ void load_state_dict(Module& model, const StateDict& sd, bool strict) {
     Tensor src = v.to(t->device());
     // same device: .to() is the dict's own tensor; copy it so the model doesn't share (and later train) the
     // dict's buffer, which may be another live model's weight
-    if (src.lazydata()->base() == v.lazydata()->base())
+    if (Access::lazydata(src)->base() == Access::lazydata(v)->base())
       src = Tensor::empty(v.shape(), Opts{v.dtype(), t->device(), false}).realize().assign(src);
     t->replace(src).realize();
   }
@@ -112,7 +113,7 @@ Tensor idx_tensor(const std::string& dir, const std::string& stem) {
   formats::IdxArray a = formats::idx_read(formats::find_idx_file(dir, stem));
   auto buf = std::make_shared<Buffer>(default_device(), prod(a.shape), a.dtype);
   buf->copyin(a.data.data(), a.data.size());
-  return Tensor::from_lazydata(LazyBuffer::from_buffer(buf, a.shape), false);
+  return Access::from_lazydata(LazyBuffer::from_buffer(buf, a.shape), false);
 }
 }  // namespace
 

@@ -1,8 +1,10 @@
 // ShapeTracker: a stack of views; movement ops touch only the last (tinygrad 0.9.2 shape/shapetracker.py).
 #include <algorithm>
 
+#include "access.hpp"
 #include "shape/index_form.hpp"
 #include "shape/shape_helpers.hpp"
+#include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 #include "uop/symbolic.hpp"
 #include "uop/uop.hpp"
@@ -164,22 +166,22 @@ static void uop_view(const View& v, const std::vector<UOp>& idxs, UOp& iexpr, UO
   }
 }
 
-std::pair<UOp, UOp> ShapeTracker::to_indexed_uops(const std::vector<UOp>& idxs) const {
+std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UOp>& idxs) {
   std::vector<UOp> ids = idxs;
   if (ids.empty()) {
-    for (size_t i = 0; i < shape().size(); i++)
+    for (size_t i = 0; i < st.shape().size(); i++)
       ids.emplace_back(Ops::DEFINE_VAR, dtypes::int32,
                        std::vector<UOp>{UOp::const_(dtypes::int32, int64_t{0}),
-                                        UOp::const_(dtypes::int32, std::max<int64_t>(0, shape()[i] - 1))},
+                                        UOp::const_(dtypes::int32, std::max<int64_t>(0, st.shape()[i] - 1))},
                        "idx" + std::to_string(i));
   }
-  if (ids.size() != shape().size())
-    throw Error("to_indexed_uops: got " + std::to_string(ids.size()) + " idxs for shape " + to_str(shape()) +
+  if (ids.size() != st.shape().size())
+    throw Error("to_indexed_uops: got " + std::to_string(ids.size()) + " idxs for shape " + to_str(st.shape()) +
                 "; pass one per axis");
   UOp idx, valid = UOp::const_(dtypes::bool_, true);
-  uop_view(views.back(), ids, idx, valid);
-  for (size_t k = views.size() - 1; k-- > 0;) {
-    View v = views[k].minify();
+  uop_view(st.views.back(), ids, idx, valid);
+  for (size_t k = st.views.size() - 1; k-- > 0;) {
+    View v = st.views[k].minify();
     std::vector<UOp> vidx(v.shape.size());
     int64_t acc = 1;
     for (size_t d = v.shape.size(); d-- > 0;) {
@@ -204,8 +206,8 @@ size_t ShapeTracker::hash() const {
 }
 
 std::pair<Expr, Expr> ShapeTracker::expr_idxs() const {
-  auto [idx, valid] = to_indexed_uops();
-  return {Expr(tg::simplify(idx)), Expr(tg::simplify(valid))};
+  auto [idx, valid] = to_indexed_uops(*this);
+  return {Access::expr(tg::simplify(idx)), Access::expr(tg::simplify(valid))};
 }
 
 }  // namespace tg

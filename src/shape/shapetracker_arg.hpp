@@ -1,6 +1,8 @@
 // A ShapeTracker as a UOp arg: the SHAPETRACKER node of kernel ASTs (LOAD/STORE/CONST sources).
 #pragma once
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "tg/shapetracker.hpp"
 #include "uop/uop.hpp"
@@ -17,6 +19,10 @@ struct STArg : ArgObj {
   }
   std::string str() const override { return st.str(); }
 };
+
+// (index, valid) as int32 / bool UOps over idxs (default: DEFINE_VAR "idx<i>" in [0, shape[i]-1]).
+// Not simplified: the lowerer's symbolic pass cleans them up. Wrong idxs count: tg::Error.
+std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UOp>& idxs = {});
 
 inline UOp st_uop(const ShapeTracker& st) {
   return UOp(Ops::SHAPETRACKER, dtypes::void_, {}, ArgObjPtr(std::make_shared<const STArg>(st)));

@@ -57,7 +57,7 @@ Tensor scalar_like(const Tensor& x, const ConstType& y) {
 }
 
 Tensor operand_tensor(const Tensor& x, const Operand& y) {
-  if (y.is_tensor()) return Tensor(std::get<0>(y.v));
+  if (y.is_tensor()) return Access::tensor(std::get<0>(y.v));
   return scalar_like(x, std::get<1>(y.v));
 }
 
@@ -80,20 +80,24 @@ using detail::broadcasted;
 namespace {
 constexpr double kLn2 = std::numbers::ln2;
 constexpr double kPi = std::numbers::pi;
-Tensor as_tensor(const Operand& o) { return Tensor(std::get<0>(o.v)); }
+Tensor as_tensor(const Operand& o) { return Access::tensor(std::get<0>(o.v)); }
 Operand negate(const Operand& o) {
   if (o.is_tensor()) return as_tensor(o).neg();
   const ConstType& c = std::get<1>(o.v);
   if (auto d = std::get_if<double>(&c)) return -*d;
   return -const_to_int(c);
 }
+// Comparisons are not differentiable: as in torch, the result requires no grad and joins no autograd
+// graph, so a comparison used as where's condition (or summed) takes no part in backward.
+template <class Fn>
+Tensor compare(const Tensor& a, const Tensor& b) { return apply<Fn>({a, b}).detach(); }
 }  // namespace
 
 // ---- unary
 Tensor Tensor::logical_not() const {
   TG_OP("logical_not");
   auto [a, b] = broadcasted(cast(dtypes::bool_), true);
-  return apply<F::Neq>({a, b});
+  return compare<F::Neq>(a, b);
 }
 Tensor Tensor::neg() const { TG_OP("neg"); return dtype() == dtypes::bool_ ? logical_not() : apply<F::Neg>({*this}); }
 Tensor Tensor::log() const { TG_OP("log"); return apply<F::Log>({cast(least_upper_float(dtype()))}); }
@@ -284,19 +288,19 @@ Tensor Tensor::masked_fill(const Tensor& mask, const Operand& value) const { TG_
 Tensor Tensor::lt(const Operand& x) const {
   TG_OP("lt");
   auto [a, b] = broadcasted(*this, x, false, true, "lt");
-  return apply<F::Less>({a, b});
+  return compare<F::Less>(a, b);
 }
 Tensor Tensor::gt(const Operand& x) const {
   TG_OP("gt");
   auto [a, b] = broadcasted(*this, x, true, true, "gt");
-  return apply<F::Less>({a, b});
+  return compare<F::Less>(a, b);
 }
 Tensor Tensor::ge(const Operand& x) const { TG_OP("ge"); return lt(x).logical_not(); }
 Tensor Tensor::le(const Operand& x) const { TG_OP("le"); return gt(x).logical_not(); }
 Tensor Tensor::ne(const Operand& x) const {
   TG_OP("ne");
   auto [a, b] = broadcasted(*this, x, false, true, "ne");
-  return apply<F::Neq>({a, b});
+  return compare<F::Neq>(a, b);
 }
 Tensor Tensor::eq(const Operand& x) const { TG_OP("eq"); return ne(x).logical_not(); }
 

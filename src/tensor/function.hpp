@@ -91,7 +91,7 @@ Tensor apply(const std::vector<Tensor>& xs, Args&&... args) {
   if (any_true) ctx->parents = xs;
   LazyBufferPtr out = ctx->forward(lbs, std::forward<Args>(args)...);
   Tensor ret = detail::make_tensor(out, ctx->requires_grad);
-  if (any_true && !Tensor::no_grad) ret.impl()->ctx = ctx;
+  if (any_true && !Tensor::no_grad) Access::impl(ret)->ctx = ctx;
   return ret;
 }
 

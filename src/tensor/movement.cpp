@@ -9,6 +9,7 @@
 namespace tg {
 using detail::lb;
 using detail::resolve_dim;
+using detail::resolve_existing_dim;
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
 
 Tensor Tensor::reshape(Shape new_shape) const {
@@ -127,7 +128,9 @@ Tensor Tensor::transpose(int dim0, int dim1) const {
   TG_OP("transpose");
   std::vector<int> order(ndim());
   std::iota(order.begin(), order.end(), 0);
-  std::swap(order[resolve_dim(*this, dim0, "transpose")], order[resolve_dim(*this, dim1, "transpose")]);
+  int d0 = resolve_dim(*this, dim0, "transpose"), d1 = resolve_dim(*this, dim1, "transpose");
+  if (ndim() == 0) return *this;   // torch: transposing a 0-d tensor (dims 0/-1) is the identity
+  std::swap(order[d0], order[d1]);
   return permute(order);
 }
 Tensor Tensor::T() const { TG_OP("T"); return transpose(); }
@@ -144,7 +147,7 @@ Tensor Tensor::flatten(int start_dim, int end_dim) const {
 }
 Tensor Tensor::unflatten(int dim, Shape sizes) const {
   TG_OP("unflatten");
-  int d = resolve_dim(*this, dim, "unflatten");
+  int d = resolve_existing_dim(*this, dim, "unflatten");
   Shape ns(shape().begin(), shape().begin() + d);
   ns.insert(ns.end(), sizes.begin(), sizes.end());
   ns.insert(ns.end(), shape().begin() + d + 1, shape().end());
@@ -176,7 +179,7 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
   TG_OP("cat");
   if (ts.empty()) throw Error("cat: needs at least one tensor");
   const Tensor& first = ts[0];
-  int d = resolve_dim(first, dim, "cat");
+  int d = resolve_existing_dim(first, dim, "cat");
   for (const Tensor& t : ts) {
     bool ok = t.ndim() == first.ndim();
     for (int i = 0; ok && i < first.ndim(); i++) ok = i == d || t.shape()[i] == first.shape()[i];
@@ -226,7 +229,7 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int> dim) const 
   TG_OP("repeat_interleave");
   if (repeats < 0) throw Error("repeat_interleave: negative repeats " + std::to_string(repeats));
   Tensor x = dim ? *this : flatten();
-  int d = dim ? resolve_dim(*this, *dim, "repeat_interleave") : 0;
+  int d = dim ? resolve_existing_dim(*this, *dim, "repeat_interleave") : 0;
   Shape shp = x.shape(), r(shp.begin(), shp.begin() + d + 1), e, f(shp.begin(), shp.begin() + d);
   e = r;
   r.push_back(1), e.push_back(repeats), f.push_back(shp[d] * repeats);
@@ -236,7 +239,7 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int> dim) const 
 
 std::vector<Tensor> Tensor::split(std::vector<int64_t> sizes, int dim) const {
   TG_OP("split");
-  int d = resolve_dim(*this, dim, "split");
+  int d = resolve_existing_dim(*this, dim, "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw Error("split: negative size in " + to_str(sizes));
@@ -258,7 +261,7 @@ std::vector<Tensor> Tensor::split(std::vector<int64_t> sizes, int dim) const {
 std::vector<Tensor> Tensor::split(int64_t size, int dim) const {
   TG_OP("split");
   if (size <= 0) throw Error("split: size must be positive, got " + std::to_string(size));
-  int d = resolve_dim(*this, dim, "split");
+  int d = resolve_existing_dim(*this, dim, "split");
   std::vector<int64_t> sizes;
   for (int64_t i = 0; i < std::max<int64_t>(1, shape()[d]); i += size) sizes.push_back(std::min(size, shape()[d] - i));
   return split(sizes, d);
@@ -266,7 +269,7 @@ std::vector<Tensor> Tensor::split(int64_t size, int dim) const {
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int dim) const {
   TG_OP("chunk");
   if (chunks <= 0) throw Error("chunk: chunks must be positive, got " + std::to_string(chunks));
-  int d = resolve_dim(*this, dim, "chunk");
+  int d = resolve_existing_dim(*this, dim, "chunk");
   if (shape()[d] == 0) return split(std::vector<int64_t>(chunks, 0), d);
   return split((shape()[d] + chunks - 1) / chunks, d);
 }
@@ -276,7 +279,7 @@ Tensor Tensor::gather(int dim, const Tensor& index) const {
   if (index.ndim() != ndim())
     throw Error("gather: index of shape " + to_str(index.shape()) + " needs the same number of dims as " + to_str(shape()));
   if (!index.dtype().is_int()) throw Error("gather: index must be an int tensor, got " + index.dtype().str());
-  int d = resolve_dim(*this, dim, "gather");
+  int d = resolve_existing_dim(*this, dim, "gather");
   Pairs p;
   for (int i = 0; i < ndim(); i++) {
     if (i != d && index.shape()[i] > shape()[i])

@@ -110,6 +110,7 @@ Tensor Tensor::argmax(std::optional<int> axis, bool keepdim) const {
   TG_OP("argmax");
   if (!axis) return flatten().argmax(0);
   int a = resolve_dim(*this, *axis, "argmax");
+  if (ndim() == 0) return flatten().argmax(0);   // torch: the one element is at index 0
   int64_t n = shape()[a];
   Tensor m = *this == max(a, true);
   Shape rs{n};

@@ -1,8 +1,10 @@
 // Tensor core: construction from data, properties, realize and data readback, autograd engine.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
@@ -21,7 +23,7 @@ Tensor make_tensor(LazyBufferPtr lb, std::optional<bool> requires_grad) {
   auto d = std::make_shared<TensorData>();
   d->lazydata = std::move(lb);
   d->requires_grad = requires_grad;
-  return Tensor(std::move(d));
+  return Access::tensor(std::move(d));
 }
 std::string resolve_device(const std::string& device) {
   if (device.empty()) return Device::default_device();
@@ -37,6 +39,13 @@ int resolve_dim(const Tensor& t, int dim, const char* op, bool outer) {
     throw Error(std::string(op) + ": dim " + std::to_string(dim) + " is out of range [" + std::to_string(-hi) + ", " +
                 std::to_string(hi - 1) + "] for a tensor of shape " + to_str(t.shape()));
   return dim < 0 ? dim + n : dim;
+}
+int resolve_existing_dim(const Tensor& t, int dim, const char* op) {
+  int d = resolve_dim(t, dim, op);
+  if (t.ndim() == 0)
+    throw Error(std::string(op) + ": dim " + std::to_string(dim) + " of a 0-d tensor (shape ()): it has no dims; "
+                "reshape it to (1,) first (unsqueeze(0))");
+  return d;
 }
 std::vector<int> resolve_axes(const Tensor& t, const Axes& axis, const char* op) {
   std::vector<int> r;
@@ -58,7 +67,7 @@ using detail::lb;
 using detail::make_tensor;
 
 // ---- construction
-Operand::Operand(const Tensor& t) : v(t.impl()) {}
+Operand::Operand(const Tensor& t) : v(Access::impl(t)) {}
 Tensor::Tensor(ConstType x, Opts opts) {
   DType dt = opts.dtype.value_or(std::holds_alternative<double>(x) ? dtypes::default_float()
                                  : std::holds_alternative<int64_t>(x) ? dtypes::default_int() : dtypes::bool_);
@@ -71,10 +80,12 @@ Tensor::Tensor(int64_t x) : Tensor(ConstType(x), Opts{}) {}
 Tensor::Tensor(int x) : Tensor(ConstType(int64_t{x}), Opts{}) {}
 Tensor::Tensor(bool x) : Tensor(ConstType(x), Opts{}) {}
 
-Tensor Tensor::from_lazydata(std::shared_ptr<LazyBuffer> l, std::optional<bool> requires_grad) {
+std::shared_ptr<LazyBuffer> Access::lazydata(const Tensor& t) { return t.d_->lazydata; }
+Tensor Access::from_lazydata(std::shared_ptr<LazyBuffer> l, std::optional<bool> requires_grad) {
   TG_ASSERT(l != nullptr, "from_lazydata: null LazyBuffer");
-  return make_tensor(std::move(l), requires_grad);
+  return detail::make_tensor(std::move(l), requires_grad);
 }
+
 
 namespace {
 template <class T> constexpr DType dtype_of() {
@@ -131,16 +142,33 @@ int64_t Tensor::numel() const { return tg::prod(shape()); }
 int64_t Tensor::element_size() const { return dtype().itemsize(); }
 int64_t Tensor::nbytes() const { return numel() * element_size(); }
 bool Tensor::is_floating_point() const { return dtype().is_float(); }
-std::shared_ptr<LazyBuffer> Tensor::lazydata() const { return d_->lazydata; }
 
 // ---- realization
-std::vector<ScheduleItem> Tensor::schedule(std::vector<Tensor> others) const {
-  std::vector<LazyBufferPtr> outs{lb(*this)};
-  for (auto& t : others) outs.push_back(lb(t));
+namespace {
+// Items handed out by Tensor::schedule() and not run yet. Scheduling marks their graph as scheduled, so
+// a later schedule would skip it: the next realize() runs these first, and a tensor whose schedule was
+// printed still gets its data. Never destroyed: the Buffers must not outlive the device allocators.
+std::vector<ScheduleItem>& pending() {
+  static auto* p = new std::vector<ScheduleItem>();
+  return *p;
+}
+std::vector<ScheduleItem> schedule_of(const Tensor& t, const std::vector<Tensor>& others) {
+  std::vector<LazyBufferPtr> outs{lb(t)};
+  for (auto& o : others) outs.push_back(lb(o));
   return memory_planner(create_schedule(outs));
 }
+}  // namespace
+
+std::vector<ScheduleItem> Tensor::schedule(std::vector<Tensor> others) const {
+  std::vector<ScheduleItem> s = schedule_of(*this, others);
+  pending().insert(pending().end(), s.begin(), s.end());
+  return s;
+}
 Tensor& Tensor::realize(std::vector<Tensor> others) {
-  run_schedule(schedule(std::move(others)));
+  std::vector<ScheduleItem> s = std::exchange(pending(), {});
+  std::vector<ScheduleItem> more = schedule_of(*this, others);
+  s.insert(s.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  run_schedule(std::move(s));
   return *this;
 }
 
@@ -337,7 +365,7 @@ std::vector<std::shared_ptr<TensorData>> deepwalk(const std::shared_ptr<TensorDa
       continue;
     }
     if (i < node->ctx->parents.size()) {
-      std::shared_ptr<TensorData> p = node->ctx->parents[i++].impl();
+      std::shared_ptr<TensorData> p = Access::impl(node->ctx->parents[i++]);
       if (visited.insert(p.get()).second) stack.push_back({std::move(p), 0});
       continue;
     }
@@ -365,11 +393,10 @@ Tensor& Tensor::backward(const Tensor& gradient) {
   d_->grad = gradient;
   for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
     TensorData* t0 = it->get();
-    if (!t0->grad.has_value())
-      throw Error(std::string("backward: the output of ") + t0->ctx->name() + " (shape " + to_str(t0->lazydata->shape()) +
-                  ") is in the autograd graph but got no gradient (like a comparison used as a where condition); "
-                  "detach() it where it is used");
+    // No gradient reached this node: its only users take no gradient through it (a comparison used
+    // as where's condition). Nothing flows to its parents, as in torch; tinygrad 0.9.2 raised here.
     std::shared_ptr<Function> ctx = std::move(t0->ctx);
+    if (!t0->grad.has_value()) continue;
     const Metadata* md = ctx->metadata;
     MetadataScope bw(md ? intern_metadata(md->name, md->file, md->line, true) : nullptr, true);
     LBs grads = ctx->backward(lb(*t0->grad));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "access.hpp"
 #include "lazy/lazy.hpp"
 #include "tg/tensor.hpp"
 #include "uop/uop.hpp"
@@ -23,11 +24,14 @@ struct TensorData {
 
 namespace detail {
 Tensor make_tensor(LazyBufferPtr lb, std::optional<bool> requires_grad = {});
-inline const LazyBufferPtr& lb(const Tensor& t) { return t.impl()->lazydata; }
+inline const LazyBufferPtr& lb(const Tensor& t) { return Access::impl(t)->lazydata; }
 std::string resolve_device(const std::string& device);          // "" -> default device, canonical name
 DType opts_dtype(const Opts& o, DType fallback);
 // dim in [-max(1,ndim+outer), max(1,ndim+outer)) else tg::Error naming op and shape
 int resolve_dim(const Tensor& t, int dim, const char* op, bool outer = false);
+// resolve_dim for ops that index shape()[dim]: a 0-d tensor has no dim to index, so it is a tg::Error
+// (resolve_dim accepts 0 and -1 there, as tinygrad's _resolve_dim does)
+int resolve_existing_dim(const Tensor& t, int dim, const char* op);
 std::vector<int> resolve_axes(const Tensor& t, const Axes& axis, const char* op);
 Shape broadcast_shape(const std::vector<Shape>& shapes, const char* op);
 // a scalar operand as a 0-d tensor with the weak-type dtype rule of _broadcasted

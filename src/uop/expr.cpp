@@ -1,6 +1,7 @@
 // tg::Expr and tg::Variable: the public face of symbolic UOps (include/tg/symbolic.hpp).
 #include "tg/symbolic.hpp"
 
+#include "access.hpp"
 #include <limits>
 
 #include "tg/helpers.hpp"
@@ -24,7 +25,7 @@ std::pair<UOp, UOp> unify(const UOp& a, const UOp& b) {
   DType dt = da == db ? da : least_upper_dtype(da, db);
   return {to_dtype(a, dt), to_dtype(b, dt)};
 }
-Expr make(const UOp& u) { return Expr(simplify(u)); }
+Expr make(const UOp& u) { return Access::expr(simplify(u)); }
 
 void check_divisor(const Expr& a, const Expr& b, const char* op) {
   if (b.is_const() && b.const_value() == 0)
@@ -33,10 +34,6 @@ void check_divisor(const Expr& a, const Expr& b, const char* op) {
 }  // namespace
 
 Expr::Expr(int64_t v) : u_(std::make_shared<const UOp>(UOp::const_(int_for(v), v))) {}
-Expr::Expr(const UOp& u) : u_(std::make_shared<const UOp>(u)) {
-  TG_ASSERT(u, "Expr of an empty UOp");
-}
-const UOp& Expr::uop() const { return *u_; }
 
 std::string Expr::render() const { return u_->render(); }
 int64_t Expr::vmin() const { return const_to_int(u_->vmin()); }
@@ -54,17 +51,17 @@ Expr Expr::max(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return ma
 Expr Expr::min(const Expr& o) const { auto [a, b] = unify(*u_, *o.u_); return make(a.min(b)); }
 Expr Expr::operator-() const { auto [a, b] = unify(*u_, *u_); return make(-a); }
 
-Expr operator+(const Expr& x, const Expr& y) { auto [a, b] = unify(x.uop(), y.uop()); return make(a + b); }
-Expr operator-(const Expr& x, const Expr& y) { auto [a, b] = unify(x.uop(), y.uop()); return make(a - b); }
-Expr operator*(const Expr& x, const Expr& y) { auto [a, b] = unify(x.uop(), y.uop()); return make(a * b); }
+Expr operator+(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make(a + b); }
+Expr operator-(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make(a - b); }
+Expr operator*(const Expr& x, const Expr& y) { auto [a, b] = unify(*x.u_, *y.u_); return make(a * b); }
 Expr operator/(const Expr& x, const Expr& y) {
   check_divisor(x, y, "//");
-  auto [a, b] = unify(x.uop(), y.uop());
+  auto [a, b] = unify(*x.u_, *y.u_);
   return make(a.alu(BinaryOps::IDIV, b));
 }
 Expr operator%(const Expr& x, const Expr& y) {
   check_divisor(x, y, "%");
-  auto [a, b] = unify(x.uop(), y.uop());
+  auto [a, b] = unify(*x.u_, *y.u_);
   return make(a % b);
 }
 
@@ -79,7 +76,7 @@ static UOp define_var(const std::string& name, int64_t mn, int64_t mx) {
 }
 
 Variable::Variable(const std::string& name, int64_t min, int64_t max)
-    : Expr(define_var(name, min, max)), name_(name), min_(min), max_(max) {}
+    : Expr(Access::expr(define_var(name, min, max))), name_(name), min_(min), max_(max) {}
 
 Variable Variable::bind(int64_t v) const {
   if (v < min_ || v > max_)
@@ -97,9 +94,10 @@ std::pair<Variable, int64_t> Variable::unbind() const {
   return {r, *val_};
 }
 
-UOp Variable::bound_uop() const {
-  if (!val_) throw Error("Variable('" + name_ + "').bound_uop(): the variable is not bound; call bind(v) first");
-  return UOp(Ops::BIND, uop()->dtype, {uop(), UOp::const_(uop()->dtype, *val_)});
+UOp bound_uop(const Variable& v) {
+  if (!v.val()) throw Error("Variable('" + v.name() + "'): the variable is not bound; call bind(v) first");
+  const UOp& u = Access::uop(v);
+  return UOp(Ops::BIND, u->dtype, {u, UOp::const_(u->dtype, *v.val())});
 }
 
 }  // namespace tg

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tg/schedule.hpp"
+
 namespace tg {
 
 // Order controls the linearizer's toposort priority, as in tinygrad.
@@ -28,7 +30,7 @@ enum class UnaryOps : uint8_t { EXP2, LOG2, CAST, BITCAST, SIN, SQRT, NEG, RECIP
 enum class BinaryOps : uint8_t { ADD, MUL, IDIV, MAX, MOD, CMPLT, CMPNE, XOR, SHL, SHR, OR, AND, THREEFRY };
 enum class TernaryOps : uint8_t { WHERE, MULACC };
 enum class ReduceOps : uint8_t { SUM, MAX, WMMA };
-enum class MetaOps : uint8_t { EMPTY, CONST, COPY, CONTIGUOUS, CUSTOM, ASSIGN, VIEW, KERNEL, EXT };
+// MetaOps (EMPTY, CONST, COPY, ..., KERNEL) is public: include/tg/schedule.hpp
 
 std::string to_string(Ops op);          // "UOps.ALU"
 std::string to_string(UnaryOps op);     // "UnaryOps.EXP2"

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kData = fs::path(__FILE__).parent_path().parent_path() / "data";
+const fs::path kData = fs::path(TG_SOURCE_DIR) / "tests" / "data";
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

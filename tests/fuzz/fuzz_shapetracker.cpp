@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 #include "tg/shapetracker.hpp"
 #include "uop/uop.hpp"
@@ -166,7 +167,7 @@ Chain random_chain(std::mt19937& rng, const Shape& base, int max_ops) {
 
 // The index map the tracker produces, by evaluating its index/valid UOps for every element.
 std::vector<int64_t> uop_map(const ShapeTracker& st) {
-  auto [idx, valid] = st.to_indexed_uops();
+  auto [idx, valid] = to_indexed_uops(st);
   RefMap shape_only{st.shape(), {}};
   std::vector<int64_t> out(prod(st.shape()));
   std::unordered_map<std::string, int64_t> vars;

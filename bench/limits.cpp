@@ -1,0 +1,119 @@
+// Machine limits (bench/limits.hpp). Built with -O3 -march=native (bench/CMakeLists.txt) so the FMA
+// loop uses the widest vectors this CPU has; the bandwidth loops are plain and vectorize on their own.
+#include "limits.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace tgbench {
+
+namespace {
+using clk = std::chrono::steady_clock;
+double secs_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
+
+// run fn(thread index) on n threads, best wall time of reps
+double best_parallel(int n, int reps, const std::function<void(int)>& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    auto t = clk::now();
+    std::vector<std::thread> ts;
+    for (int i = 0; i < n; i++) ts.emplace_back(fn, i);
+    for (auto& th : ts) th.join();
+    best = std::min(best, secs_since(t));
+  }
+  return best;
+}
+
+// 12 independent chains of 16-lane FMAs: enough in flight to hide the FMA latency on every x86 core
+using v16 = float __attribute__((vector_size(64)));
+constexpr int kChains = 12;
+float fma_chains(long iters, float seed) {
+  v16 acc[kChains], m, a;
+  for (int i = 0; i < 16; i++) m[i] = 0.9999f, a[i] = seed * 1e-7f;
+  for (int c = 0; c < kChains; c++)
+    for (int i = 0; i < 16; i++) acc[c][i] = seed + c;
+  for (long it = 0; it < iters; it++)
+    for (int c = 0; c < kChains; c++) acc[c] = acc[c] * m + a;
+  float s = 0;
+  for (int c = 0; c < kChains; c++)
+    for (int i = 0; i < 16; i++) s += acc[c][i];
+  return s;
+}
+
+Limit fma_peak(int threads) {
+  const long iters = 20'000'000 / 16;
+  std::vector<float> sink(threads);
+  double t = best_parallel(threads, 3, [&](int i) { sink[i] = fma_chains(iters, 1.0f + i); });
+  double flops = 2.0 * 16 * kChains * double(iters) * threads;
+  return {flops / t / 1e9, "fp32 FMA, 16 lanes x " + std::to_string(kChains) + " chains, " + std::to_string(threads) + " threads"};
+}
+
+Limit elementwise_bw(int threads) {
+  const size_t n = size_t{1} << 24;
+  std::vector<float> a(n, 1.5f), b(n, 0.5f), c(n);
+  auto part = [&](int i, size_t& lo, size_t& hi) { lo = n * i / threads, hi = n * (i + 1) / threads; };
+  best_parallel(threads, 1, [&](int i) { size_t lo, hi; part(i, lo, hi); std::fill(c.begin() + lo, c.begin() + hi, 0.f); });
+  double t = best_parallel(threads, 5, [&](int i) {
+    size_t lo, hi;
+    part(i, lo, hi);
+    for (size_t k = lo; k < hi; k++) c[k] = a[k] * b[k] + 1.0f;
+  });
+  return {3.0 * 4 * n / t / 1e9, "c=a*b+1 fp32, 2^24 elements, 3 streams, " + std::to_string(threads) + " threads"};
+}
+
+Limit sum_bw(int threads) {
+  const size_t n = size_t{1} << 24;
+  std::vector<float> a(n, 0.25f);
+  std::vector<double> part_sum(threads);
+  double t = best_parallel(threads, 5, [&](int i) {
+    size_t lo = n * i / threads, hi = n * (i + 1) / threads;
+    float s[16] = {};
+    for (size_t k = lo; k + 16 <= hi; k += 16)
+      for (int j = 0; j < 16; j++) s[j] += a[k + j];
+    double total = 0;
+    for (int j = 0; j < 16; j++) total += s[j];
+    part_sum[i] = total;
+  });
+  return {4.0 * n / t / 1e9, "sum of fp32 array, 2^24 elements, " + std::to_string(threads) + " threads"};
+}
+
+}  // namespace
+
+Limit gemm_gflops(int n) {
+  void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return {0, "libopenblas not found (apt install libopenblas0)"};
+  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+  auto sgemm = reinterpret_cast<Sgemm>(dlsym(h, "cblas_sgemm"));
+  if (!sgemm) return {0, "libopenblas has no cblas_sgemm"};
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  double best = 1e30;
+  for (int r = 0; r < 5; r++) {
+    auto t = clk::now();
+    sgemm(101 /*RowMajor*/, 111 /*NoTrans*/, 111, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    best = std::min(best, secs_since(t));
+  }
+  return {2.0 * n * n * n / best / 1e9, "OpenBLAS sgemm fp32 " + std::to_string(n) + "^3"};
+}
+
+std::map<std::string, Limit> measure_limits(int threads) {
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  return {{"fma_peak_gflops", fma_peak(threads)},
+          {"elementwise_GBps", elementwise_bw(threads)},
+          {"sum_GBps", sum_bw(threads)},
+          {"gemm1024_gflops", gemm_gflops(1024)}};
+}
+
+std::string limit_json(const std::string& key, const Limit& l) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%.1f", l.value);
+  return "{\"limit\":\"" + key + "\",\"value\":" + (l.value > 0 ? std::string(buf) : "null") + ",\"what\":\"" + l.what + "\"}";
+}
+
+}  // namespace tgbench
