@@ -1,13 +1,12 @@
 // GPT-2 124M decode speed (JSON lines): tokens/s at batch 1 after a 20-token prompt, random weights
-// (the same numbers in both implementations), next to libtorch running the same model with a KV cache in
+// (the same numbers in both implementations), next to libtorch (Debian's 1.13: generic BLAS, addmm as HF's Conv1D) running the same model with a KV cache in
 // the same process (when built with it), and the memory bound: weight bytes per token over the elementwise
 // bandwidth (c = a*b+1, fp32, 3 streams, as limits.c) measured in the same run. Also time to first token.
-//   DEVICE=CPU|CUDA TOKENS=32 HALF=0|1 THREADS=n bench_gpt2
+//   DEVICE=CPU|CUDA TOKENS=32 HALF=0|1 THREADS=n TORCH_THREADS=n bench_gpt2
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -25,12 +24,12 @@ namespace {
 
 double secs(clk::time_point a) { return std::chrono::duration<double>(clk::now() - a).count(); }
 
-// c = a*b + 1 over three 128 MiB fp32 arrays on every thread; best of 5, in GB/s
+// c = a*b + 1 over three 128 MiB fp32 arrays on every thread; best of 10 (a shared machine preempts), in GB/s
 double elementwise_gbps(int threads) {
   const size_t n = size_t(1) << 25;
   std::vector<float> a(n, 1.f), b(n, 2.f), c(n, 0.f);
   double best = 1e9;
-  for (int r = 0; r < 5; r++) {
+  for (int r = 0; r < 10; r++) {
     auto t = clk::now();
     std::vector<std::thread> ts;
     for (int k = 0; k < threads; k++)
@@ -44,21 +43,15 @@ double elementwise_gbps(int threads) {
   return 3.0 * 4 * double(n) / best / 1e9;
 }
 
-// GPT-2-like random weights on the host: normal(0, 0.02) matrices, zero biases, unit norms
+// The tg model's weights read back to the host, (in, out) as HF stores them, for libtorch
 struct HostWeights {
   std::vector<std::pair<std::string, std::vector<float>>> w;
   std::vector<tg::Shape> shapes;
 };
-HostWeights make_weights(gpt2::Transformer& m) {
+HostWeights read_weights(gpt2::Transformer& m) {
   HostWeights h;
-  std::mt19937 rng(1234);
-  std::normal_distribution<float> nd(0.f, 0.02f);
   for (auto& [k, t] : m.named_tensors()) {
-    std::vector<float> v(size_t(t->numel()));
-    bool norm = k.find("ln_") != std::string::npos, bias = k.size() > 4 && k.compare(k.size() - 4, 4, "bias") == 0;
-    if (norm && !bias) std::fill(v.begin(), v.end(), 1.f);
-    else if (!bias) for (auto& x : v) x = nd(rng);
-    h.w.push_back({k, std::move(v)});
+    h.w.push_back({k, t->to("CPU").float_().tolist<float>()});
     h.shapes.push_back(t->shape());
   }
   return h;
@@ -142,10 +135,9 @@ int main() {
     const int threads = int(tg::getenv("THREADS", int64_t(std::max(1u, std::thread::hardware_concurrency()))));
     gpt2::Config cfg = gpt2::Config::named("gpt2");
     gpt2::Transformer m(cfg);
-    HostWeights h = make_weights(m);
-    size_t i = 0;
-    for (auto& [k, t] : m.named_tensors()) *t = tg::Tensor::from(h.w[i].second, h.shapes[i]), i++;
-    m.to(device, half ? tg::dtypes::float16 : tg::dtypes::float32);
+    gpt2::randomize(m, 1234, device);
+    HostWeights h = read_weights(m);
+    if (half) m.to(device, tg::dtypes::float16);
     std::vector<int> prompt;
     for (int k = 0; k < 20; k++) prompt.push_back((k * 7919 + 11) % int(cfg.vocab_size));
     const double weight_bytes = double(cfg.n_params()) * (half ? 2 : 4);
@@ -165,11 +157,12 @@ int main() {
                 bound > 0 ? std::to_string(r.tok_s / bound).c_str() : "null");
 #ifdef TG_HAVE_TORCH
     if (device == "CPU") {
-      torch::set_num_threads(threads);
+      const int tthreads = int(tg::getenv("TORCH_THREADS", threads));
+      torch::set_num_threads(tthreads);
       Result t = bench_torch(cfg, h, prompt, tokens, half);
       std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"device\":\"CPU\",\"dtype\":\"%s\",\"what\":\"same model and weights, "
-                  "eager, addmm, preallocated KV cache, %d threads\",\"tokens\":%d,\"tok_s\":%.2f,\"first_token_s\":%.3f,\"tg_over_torch\":%.3f}\n",
-                  half ? "bf16" : "fp32", threads, tokens, t.tok_s, t.first_token_s, r.tok_s / t.tok_s);
+                  "eager, addmm, preallocated KV cache, %d threads; Debian's libtorch 1.13 has BLAS_INFO=generic\",\"tokens\":%d,\"tok_s\":%.2f,\"first_token_s\":%.3f,\"tg_over_torch\":%.3f}\n",
+                  half ? "bf16" : "fp32", tthreads, tokens, t.tok_s, t.first_token_s, r.tok_s / t.tok_s);
     }
 #else
     std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"value\":null,\"what\":\"built without libtorch\"}\n");

@@ -2,13 +2,16 @@
 // (GB/s), a 1024^3 fp32 matmul and a conv2d forward (GFLOPS), each with default opts, NOOPT=1 and
 // BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
 // Limits: measured in the same run by bench/limits.cpp. BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
-// CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512).
+// CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512). BENCH=matmul2048 and
+// BENCH=matmul4096x4096x512 (named exactly) add the bigger GEMMs. GFLOPS lines carry their ratio to
+// fma_peak_gflops and gemm1024_gflops of the same run (OpenBLAS's AVX-512 kernels: OPENBLAS_CORETYPE=SkylakeX).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/realize.hpp"
@@ -103,17 +106,29 @@ int main() {
   };
   Tensor a = data({N}), b = data({N}), ma = data({1024, 1024}), mb = data({1024, 1024});
   Tensor cx = data({conv_b, 32, 24, 24}), cw = data({32, 32, 5, 5});
+  // bigger GEMMs only when asked for (BENCH=matmul2048 / matmul4096): their NOOPT and BEAM modes take minutes
+  auto mat = [&](int64_t m, int64_t k) { return data({m, k}); };
   std::vector<Case> cases = {
       {"elementwise", "GBps", "elementwise_GBps", 3.0 * 4 * N, [&] { return a * b + 1; }},
       {"sum", "GBps", "sum_GBps", 4.0 * N, [&] { return a.sum(); }},
+      {"rand", "GBps", "elementwise_GBps", 4.0 * N, [&] { return Tensor::rand({N}); }},   // threefry, counter folded
       {"matmul", "GFLOPS", "gemm1024_gflops", 2.0 * 1024 * 1024 * 1024, [&] { return ma.matmul(mb); }},
       {"conv2d", "GFLOPS", "gemm1024_gflops", 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, [&] { return cx.conv2d(cw); }},
+      {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
+      {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
+  if (only.find("matmul2048") != std::string::npos) {
+    tgbench::Limit l = tgbench::gemm_gflops(2048);
+    std::printf("%s\n", tgbench::limit_json("gemm2048_gflops", l).c_str());
+    limits["gemm2048_gflops"] = l.value;
+  }
   for (const Case& c : cases) {
-    bool wanted = only.empty();
+    bool wanted = only.empty() && !explicit_only.count(c.name);
     std::stringstream os(only);
-    for (std::string item; std::getline(os, item, ',');) wanted = wanted || (!item.empty() && c.name.find(item) != std::string::npos);
+    for (std::string item; std::getline(os, item, ',');)
+      wanted = wanted || (!item.empty() && (explicit_only.count(c.name) ? c.name == item : c.name.find(item) != std::string::npos));
     if (!wanted) continue;
     Tensor out = c.build();
     // scheduled here and run by hand: Tensor::schedule() would also queue them for the next realize
@@ -127,9 +142,14 @@ int main() {
       double build_s = std::chrono::duration<double>(clk::now() - t0).count();
       double value = c.work / r.seconds / 1e9, limit = limits.count(c.limit_key) ? limits[c.limit_key] : 0;
       if (reference.empty()) reference = r.out;
-      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",
+      // GFLOPS also as a fraction of the FMA peak and of OpenBLAS's AVX-512 kernels, both from this run
+      std::string extra;
+      for (const char* key : {"fma_peak_gflops", "gemm1024_gflops"})
+        if (c.unit == "GFLOPS" && limits.count(key) && limits[key] > 0)
+          extra += ",\"ratio_" + std::string(key) + "\":" + std::to_string(value / limits[key]);
+      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f%s,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",
                   c.name.c_str(), mode.c_str(), c.unit.c_str(), value, r.seconds * 1e3, limit, limit > 0 ? value / limit : 0.0,
-                  r.names.c_str(), r.opts.c_str(), build_s, max_rel_diff(r.out, reference));
+                  extra.c_str(), r.names.c_str(), r.opts.c_str(), build_s, max_rel_diff(r.out, reference));
       std::fflush(stdout);
     }
   }

@@ -1,6 +1,7 @@
 // bench_ops: op-level timings against libtorch in the same run, printed as JSON lines.
 //   softmax over the last axis of a 4096x4096 float32 tensor (tg, torch, and the memory bound:
-//     2 passes over 64 MiB, one read and one write, measured with a threaded memcpy loop)
+//     2 passes over 64 MiB, one read and one write, measured with a threaded memcpy loop);
+//     log_softmax and layernorm over the same tensor against the same bound
 //   conv2d forward + backward, input (512,32,24,24), weight (32,32,5,5) (tg, torch)
 // Times are the median of warm iterations; cold_ms is the first tg iteration (kernel compiles).
 // BENCH_ITERS sets the warm iteration count (default 5). Without libtorch the torch lines are absent.
@@ -98,6 +99,12 @@ void bench_softmax(int iters) {
   Timed t = time_it(iters, [&] { x.softmax(-1).realize(); });
   line("softmax", "tg", dims + "\"device\": \"" + x.device() + "\", \"cold_ms\": " + std::to_string(t.cold_ms) +
        ", \"x_bound\": " + std::to_string(t.ms / bound) + ", ", t.ms);
+  // the same row reductions over the same data, each against the same read-once/write-once bound
+  for (const std::string op : {"log_softmax", "layernorm"}) {
+    Timed to = time_it(iters, [&] { (op == "log_softmax" ? x.log_softmax(-1) : x.layernorm()).realize(); });
+    line(op, "tg", dims + "\"device\": \"" + x.device() + "\", \"cold_ms\": " + std::to_string(to.cold_ms) +
+         ", \"x_bound\": " + std::to_string(to.ms / bound) + ", ", to.ms);
+  }
 
 #ifdef TG_BENCH_TORCH
   torch::Tensor tx = torch::from_blob(data.data(), {n, n}).clone();

@@ -90,11 +90,15 @@ int main(int argc, char** argv) {
     if (!file.empty()) {
       std::printf("loading %s (%lld layers, %lld dim, %lld heads, vocab %lld) to %s\n", file.c_str(), (long long)cfg.n_layer,
                   (long long)cfg.n_embd, (long long)cfg.n_head, (long long)cfg.vocab_size, device.c_str());
+      std::fflush(stdout);
       gpt2::load_checkpoint(model, file, device);
     } else {
       std::printf("NO CHECKPOINT: %s-sized model (%.1fM parameters) with random weights (seed %lld); the text is gibberish\n", a.size.c_str(),
                   cfg.n_params() / 1e6, (long long)std::max<int64_t>(a.seed, 0));
+      std::fflush(stdout);
+      gpt2::randomize(model, uint64_t(std::max<int64_t>(a.seed, 0)), device);
     }
+    if (a.half && device == "CPU") std::printf("note: --half on the CPU computes in fp16 through conversions; fp32 decodes faster there\n");
     model.to(device, a.half ? tg::dtypes::float16 : tg::dtypes::float32);
     if (size_t(cfg.vocab_size) < tok.vocab_size())
       std::printf("warning: the model's vocabulary (%lld) is smaller than the tokenizer's (%zu)\n", (long long)cfg.vocab_size, tok.vocab_size());

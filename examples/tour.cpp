@@ -53,7 +53,8 @@ int main() {
 
   // ---- 3. Schedule: the graph grouped into kernels. The multiply, relu and sum fuse into one.
   section("3. Schedule (engine/schedule): ScheduleItems, one per kernel");
-  std::vector<ScheduleItem> sched = out.schedule();
+  // (out.schedule() prints the same; it also queues the items for the next realize, and the tour runs them itself)
+  std::vector<ScheduleItem> sched = memory_planner(create_schedule({Access::lazydata(out)}));
   const ScheduleItem* kernel = nullptr;
   for (const ScheduleItem& si : sched) {
     std::cout << to_string(si.kind) << " with " << si.bufs.size() << " buffers, made by " << format_metadata(si.metadata) << "\n";

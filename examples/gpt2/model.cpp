@@ -129,6 +129,34 @@ void Transformer::to(const std::string& device, tg::DType dtype) {
   reset_cache();
 }
 
+void randomize(Transformer& model, uint64_t seed, const std::string& device) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ULL + 1;
+  auto next = [&] {   // splitmix64
+    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  auto uniform = [&] { return (double(next() >> 11) + 0.5) * 0x1.0p-53; };   // (0, 1)
+  std::vector<Tensor> all;
+  for (auto& [k, t] : model.named_tensors()) {
+    std::vector<float> v(size_t(t->numel()), 0.f);
+    bool bias = k.size() >= 4 && k.compare(k.size() - 4, 4, "bias") == 0;
+    if (k.find("ln_") != std::string::npos && !bias) std::fill(v.begin(), v.end(), 1.f);
+    else if (!bias)
+      for (size_t i = 0; i < v.size(); i += 2) {
+        double r = std::sqrt(-2 * std::log(uniform())) * 0.02, a = 2 * M_PI * uniform();
+        v[i] = float(r * std::cos(a));
+        if (i + 1 < v.size()) v[i + 1] = float(r * std::sin(a));
+      }
+    *t = Transformer::place(k, Tensor::from(v, t->shape(), Opts{tg::dtypes::float32, device, false}));
+    all.push_back(*t);
+  }
+  Tensor first = all[0];
+  first.realize(std::vector<Tensor>(all.begin() + 1, all.end()));
+  model.reset_cache();
+}
+
 Tensor Transformer::operator()(const Tensor& tokens, const StartPos& pos, int64_t max_context) {
   if (tokens.ndim() != 2) throw tg::Error("gpt2: tokens must be (batch, seq), got " + tg::to_str(tokens.shape()));
   int64_t T = tokens.shape()[1];

@@ -93,6 +93,12 @@ class Transformer : public tg::nn::Module {
   void collect(const std::string& p, tg::nn::NamedTensors& out) override;
 };
 
+// Seeded random weights for runs without a checkpoint: HF's initialization (normal(0, 0.02) matrices and
+// embeddings, zero biases, unit LayerNorm weights) drawn on the host (splitmix64 + Box-Muller, ~1 s for
+// 124M numbers) and copied to `device`. Tensor::normal on the device would do, but its threefry kernels
+// take ~50 s for GPT-2 124M on a 2-core CPU.
+void randomize(Transformer& model, uint64_t seed, const std::string& device);
+
 // ---- checkpoints (load.cpp) ----
 // A Hugging Face checkpoint: a directory with config.json and model.safetensors or pytorch_model.bin,
 // or one of those files (config.json beside it is used when present, else `fallback`).

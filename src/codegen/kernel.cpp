@@ -265,7 +265,16 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
   opt_check(!dont_use_locals || (opt.op != OptOps::LOCAL && opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP &&
                                  opt.op != OptOps::UPCASTMID),
             "not using locals");
-  opt_check(opt.op != OptOps::TC, "tensor core opts are not supported");
+  if (opt.op == OptOps::TC) {
+    opt_check(applied_opts.empty(), "tensor core opts must be first");
+    opt_check(opt.axis && opt.amt, "tensor core opts must have an axis and amt");
+    const int64_t use_tc = getenv("TC", 1);
+    opt_check(use_tc == 2 || !opts->tensor_cores.empty(), "must have tensor cores or TC=2");
+    opt_check(apply_tc_opt(use_tc, *opt.axis, *opt.amt), "no tensor core available");
+    check_tc_index_range();
+    applied_opts.push_back(opt);
+    return;
+  }
   const int64_t axis = opt.real_axis(*this);
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
@@ -301,6 +310,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
     case OptOps::GROUP: case OptOps::GROUPTOP:   // green
       opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
       opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
+      opt_check(!tensor_core, "can't group with tensor cores");
       opt_check(reduceops.size() == 1, "can't group with multiple reduces");
       shift_to(axis, amt, opt.op == OptOps::GROUPTOP, first_reduce() + group_for_reduces);
       group_for_reduces += 1;
@@ -315,6 +325,8 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
       break;
     case OptOps::UPCAST:   // yellow
       opt_check(axis < first_reduce(), "upcast is for non-reduce");
+      opt_check(!(tensor_core && global_dims() <= axis && axis < global_dims() + static_cast<int64_t>(tensor_core->threads.size())),
+                "can't upcast TC locals");
       opt_check(amt <= 16, "don't upcast more than 16");
       shift_to(axis, amt);
       upcast();
@@ -366,7 +378,8 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
     case OptOps::TC: break;
   }
   if (append_opt) applied_opts.push_back(opt);
-  simplify_ones();
+  if (simplify_ones() && tensor_core_opts) tensor_core_opts->fix_axes(axis);   // the TC axes move with removed ones
+  check_tc_index_range();
 }
 
 Kernel& Kernel::required_optimizations() { return *this; }   // only images have required opts
@@ -420,15 +433,19 @@ const std::string& Kernel::name() {
 // ******************** to the lowered program ********************
 
 UOp Kernel::get_optimized_ast() const {
-  std::unordered_map<const UOpNode*, UOp> memo;
-  std::function<UOp(const UOp&)> fixup = [&](const UOp& op) -> UOp {
-    if (auto it = memo.find(op.get()); it != memo.end()) return it->second;
+  using StFn = std::function<ShapeTracker(const ShapeTracker&)>;
+  // memo per (node, ShapeTracker transform): a tensor core's operands are rebuilt with permuted ShapeTrackers
+  std::map<std::pair<const UOpNode*, const StFn*>, UOp> memo;
+  std::function<UOp(const UOp&, const StFn*)> fixup_st = [&](const UOp& op, const StFn* apply_to_st) -> UOp {
+    if (auto it = memo.find({op.get(), apply_to_st}); it != memo.end()) return it->second;
+    auto fixup = [&](const UOp& x) { return fixup_st(x, apply_to_st); };
     UOp ret;
     if (is_buffer_op(op)) {
       const size_t idx = std::find(bufs.begin(), bufs.end(), op) - bufs.begin();
       TG_ASSERT(idx < bufs.size(), "buffer op not in the kernel's bufs: " + op.str());
       std::vector<UOp> src;
-      for (const UOp& s : op->src) src.push_back(s->op == Ops::SHAPETRACKER ? st_uop(sts[idx]) : fixup(s));
+      for (const UOp& s : op->src)
+        src.push_back(s->op == Ops::SHAPETRACKER ? st_uop(apply_to_st ? (*apply_to_st)(sts[idx]) : sts[idx]) : fixup(s));
       ret = UOp(op->op, op->dtype, src, op->arg);
     } else if (op->op == Ops::REDUCE_AXIS) {
       const size_t reduce_idx = bufs.size() + 2 * (std::find(reduceops.begin(), reduceops.end(), op) - reduceops.begin());
@@ -436,6 +453,13 @@ UOp Kernel::get_optimized_ast() const {
       for (int64_t i = first_reduce() + group_for_reduces; i < shape_len(); i++)
         if (sts[reduce_idx].shape()[i] != sts[reduce_idx + 1].shape()[i]) axes.push_back(i);
       const ReduceOps rop = op->as<ReduceArg>().op;
+      const bool tc_reduce = std::any_of(bufs_for_tensor_core.begin(), bufs_for_tensor_core.end(), [&](auto& b) { return b.first == op; });
+      if (tc_reduce && tensor_core) {
+        TG_ASSERT(!apply_to_st, "double tensor core? not supported");
+        ret = tensor_core_reduce(op, axes, fixup_st);
+        memo.emplace(std::make_pair(op.get(), apply_to_st), ret);
+        return ret;
+      }
       ret = UOp(Ops::REDUCE_AXIS, op->dtype, {fixup(op->src[0])}, ReduceArg{rop, axes});
       if (group_for_reduces) {
         // the partial reduces meet in local memory; the grouped dims are reduced after a barrier
@@ -457,10 +481,10 @@ UOp Kernel::get_optimized_ast() const {
       Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals}.to_arg() : op->arg;
       ret = UOp(op->op, op->dtype, src, arg);
     }
-    memo.emplace(op.get(), ret);
+    memo.emplace(std::make_pair(op.get(), apply_to_st), ret);
     return ret;
   };
-  return fixup(ast);
+  return fixup_st(ast, nullptr);
 }
 
 const std::vector<UOp>& Kernel::linearize() {

@@ -6,6 +6,7 @@
 //   global dims | local dims | group-for-reduce dims | reduce loops | upcasted dims
 // get_optimized_ast() writes the reshaped sts back into the AST; linearize() lowers it to UOps.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <tuple>
@@ -50,6 +51,16 @@ struct KernelInfo {
   static KernelInfo from_arg(const Arg& a);   // a missing arg is the default
 };
 
+// Where a tensor core's N, M and K axes sit in the kernel's shape (tinygrad's TensorCoreOptions); N and M
+// move as simplify_ones drops size-1 axes, and may vanish.
+struct TensorCoreOptions {
+  std::array<int64_t, 3> axes{};             // N, M, K
+  std::array<bool, 2> axes_exist{true, true};
+  std::vector<std::pair<int64_t, int64_t>> axis_pads;   // (axis, tc dim) to PADTO before the tensor core
+  void fix_axes(int64_t removed_axis);
+  bool operator==(const TensorCoreOptions&) const = default;
+};
+
 class Kernel {
  public:
   // ast: SINK of STOREs as the scheduler makes it. opts: the target's renderer (kept by reference).
@@ -67,6 +78,12 @@ class Kernel {
   std::vector<Opt> applied_opts;
   int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
   bool dont_use_locals = false;
+
+  // tensor cores (tensor_cores.cpp): set by OptOps::TC
+  std::optional<TensorCore> tensor_core;
+  std::optional<TensorCoreOptions> tensor_core_opts;
+  int64_t use_tensor_cores = 0;   // 1: WMMA; 2: the tensor core's shape ops with a plain MUL/SUM
+  std::vector<std::pair<UOp, std::pair<int, int>>> bufs_for_tensor_core;   // reduceop -> (bufs index of A, of B)
 
   // shape views
   const Shape& output_shape() const { return sts[0].shape(); }
@@ -92,6 +109,11 @@ class Kernel {
   void apply_opt(const Opt& opt, bool append_opt = true);   // KernelOptError when it doesn't apply
   Kernel& required_optimizations();
   Kernel& hand_coded_optimizations();                        // heuristic.cpp
+  // OptOps::TC then (unless extra_opts) tinygrad's hand-coded upcasts/locals for it. use_tensor_cores: TC env
+  // (0 off, 1 on, 2 shape only); tc_opt: TC_OPT env (0 one reduce of two loads, 1 casted loads and more reduce
+  // axes, 2 also pads N/M/K). True when applied; on false the kernel is unchanged.
+  bool apply_tensor_cores(int64_t use_tensor_cores = 1, const std::optional<std::vector<Opt>>& extra_opts = std::nullopt,
+                          int64_t axis = 0, std::optional<int64_t> tc_opt = std::nullopt);
 
   // shape plumbing (public for tests and search)
   void reshape_and_permute(const std::function<Shape(const Shape&)>& new_shape_fxn, const std::vector<int>& axis);
@@ -112,6 +134,14 @@ class Kernel {
 
  private:
   void upcast();
+  std::optional<TensorCoreOptions> create_tc_opts(const UOp& reduceop, const TensorCore& tc, int64_t axis, int64_t opt_level);
+  bool apply_tc_opt(int64_t use_tensor_cores, int64_t axis, int64_t opt_level);
+  // the WMMA (or TC=2 SUM) replacing a tensor-core reduce in get_optimized_ast; fixup rebuilds a source
+  // subtree with its ShapeTrackers passed through the given warp-layout permutation
+  std::pair<std::function<ShapeTracker(const ShapeTracker&)>, std::function<ShapeTracker(const ShapeTracker&)>> tc_fix_sts() const;
+  void check_tc_index_range() const;   // KernelOptError when a TC operand's index would overflow int32
+  UOp tensor_core_reduce(const UOp& reduceop, const std::vector<int64_t>& axes,
+                         const std::function<UOp(const UOp&, const std::function<ShapeTracker(const ShapeTracker&)>*)>& fixup) const;
   std::optional<std::string> name_;
 };
 

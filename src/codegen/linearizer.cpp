@@ -243,7 +243,8 @@ void type_verify(const std::vector<UOp>& uops) {
       case Ops::DEFINE_ACC:
         TG_ASSERT(!src.empty() && src[0]->dtype == dt, "DEFINE_ACC dtype mismatch: " + u.str());
         break;
-      case Ops::CAST: TG_ASSERT(dt.count == 1 && src.size() == 1, "CAST must be scalar with one source: " + u.str()); break;
+      // vector casts come only from the CPU vectorizer, lane for lane
+      case Ops::CAST: TG_ASSERT(src.size() == 1 && dt.count == src[0]->dtype.count, "CAST must keep its source's lane count: " + u.str()); break;
       case Ops::BITCAST: TG_ASSERT(src.size() == 1, "BITCAST takes one source: " + u.str()); break;
       case Ops::VECTORIZE:
         TG_ASSERT(dt.count > 1 && src.size() == dt.count, "VECTORIZE size mismatch: " + u.str());

@@ -2,9 +2,11 @@
 #include "codegen/lowerer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include "codegen/kernel.hpp"
+#include "codegen/uopgraph.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 
@@ -196,6 +198,23 @@ class Lowerer {
     return src.size() > 1 ? UOp(Ops::REDUCE, x->dtype, src, alu_op) : ret;
   }
 
+  // WMMA(CONTRACT a, CONTRACT b, 0) over the tensor core's upcast axes; its lanes are EXPANDed back over C's
+  UOp lower_wmma(const UOp& x, const std::vector<UOp>& in) {
+    auto* w = x->is<ArgObjPtr>() ? dynamic_cast<const WMMAArg*>(x->as<ArgObjPtr>().get()) : nullptr;
+    TG_ASSERT(w && in.size() == 2 && w->upcast_axes.size() == 3, "WMMA needs a WMMAArg with upcast axes and (a, b): " + x.str());
+    std::array<int, 3> sz{};
+    for (int i = 0; i < 3; i++) {
+      sz[i] = 1;
+      for (auto [ax, n] : w->upcast_axes[i]) sz[i] *= static_cast<int>(n);
+    }
+    UOp a(Ops::CONTRACT, in[0]->dtype.vec(sz[0]), {in[0]}, expand_arg(w->upcast_axes[0]));
+    UOp b(Ops::CONTRACT, in[1]->dtype.vec(sz[1]), {in[1]}, expand_arg(w->upcast_axes[1]));
+    UOp ret(Ops::WMMA, x->dtype.vec(sz[2]), {a, b, UOp::const_(x->dtype.vec(sz[2]), 0.0)}, x->arg);
+    std::vector<UOp> lanes;
+    for (int i = 0; i < sz[2]; i++) lanes.push_back(ret.gep(i));
+    return UOp(Ops::EXPAND, x->dtype, lanes, expand_arg(w->upcast_axes[2]));
+  }
+
   UOp lower(const UOp& x) {
     if ((x->op == Ops::LOAD || x->op == Ops::STORE || x->op == Ops::CONST) && !x->src.empty() &&
         x->src[x->op == Ops::CONST ? 0 : 1]->op == Ops::SHAPETRACKER)
@@ -207,6 +226,7 @@ class Lowerer {
     switch (x->op) {
       case Ops::SINK: return UOp(Ops::SINK, dtypes::void_, in);
       case Ops::REDUCE_AXIS: return lower_reduce(x, in[0]);
+      case Ops::WMMA: return lower_wmma(x, in);
       case Ops::ALU: case Ops::CAST: case Ops::BITCAST: return UOp(x->op, x->dtype, in, x->arg);
       default: TG_ASSERT(false, "the lowerer can't lower " + x.str());
     }

@@ -9,6 +9,7 @@
 
 #include "tg/helpers.hpp"
 #include "codegen/reduce_fold.hpp"
+#include "renderer/renderer.hpp"
 #include "uop/symbolic.hpp"
 
 namespace tg {
@@ -96,14 +97,38 @@ std::vector<Choice> choices_from_args(const Pairs& args) {
   return out;
 }
 
+const WMMAArg* wmma_arg(const UOp& u) {
+  auto* w = u->is<ArgObjPtr>() ? dynamic_cast<const WMMAArg*>(u->as<ArgObjPtr>().get()) : nullptr;
+  TG_ASSERT(w, "WMMA needs a WMMAArg: " + u.str());
+  return w;
+}
+
 O do_expand(const UOp& root) {
   std::vector<const UOp*> expands;
   for (const UOp& s : root->src)
     if (is_op(s, Ops::EXPAND)) expands.push_back(&s);
   if (expands.empty()) return std::nullopt;
   Pairs args = sorted_union(expands);
+  // a WMMA is not expanded over its own upcast and reduce axes: the instruction consumes those lanes
+  // (after fix_st its operands hold the same lanes for every value of them, so lane 0 is taken)
+  Choice dont_expand;
+  if (is_op(root, Ops::WMMA)) {
+    const WMMAArg* w = wmma_arg(root);
+    auto own = [&](int64_t ax) {
+      if (std::find(w->reduce_axes.begin(), w->reduce_axes.end(), ax) != w->reduce_axes.end()) return true;
+      for (const auto& up : w->upcast_axes)
+        for (auto [a, _] : up)
+          if (a == ax) return true;
+      return false;
+    };
+    Pairs keep;
+    for (auto& p : args) (own(p.first) ? static_cast<void>(dont_expand[p.first] = 0) : keep.push_back(p));
+    args = keep;
+  }
   std::vector<UOp> new_srcs;
-  for (const Choice& rpk : choices_from_args(args)) {
+  for (const Choice& rpk0 : choices_from_args(args)) {
+    Choice rpk = rpk0;
+    rpk.insert(dont_expand.begin(), dont_expand.end());
     std::vector<UOp> src;
     for (const UOp& s : root->src)
       src.push_back(is_op(s, Ops::EXPAND) ? s->src[expand_arg_to_idx(expand_args(s->arg), rpk)] : s);
@@ -194,6 +219,63 @@ O sink_flatten_expands(const UOp& root) {
     else out.push_back(s);
   }
   return any ? O(UOp(Ops::SINK, root->dtype, out, root->arg)) : std::nullopt;
+}
+
+// REDUCE(EXPAND(GEP(x, 0..n-1)), ranges) -> EXPAND(GEP(REDUCE(x, ranges), i)): a tensor core's lanes are
+// accumulated as one vector (unless the reduce is over one of the EXPAND's axes)
+O reduce_before_expand(const UOp& reduce) {
+  const UOp& ex = reduce->src[0];
+  if (!is_op(ex, Ops::EXPAND) || ex->src.empty() || !is_op(ex->src[0], Ops::GEP)) return std::nullopt;
+  const UOp x = ex->src[0]->src[0];
+  if (x->dtype.count != static_cast<int>(ex->src.size())) return std::nullopt;
+  for (size_t i = 0; i < ex->src.size(); i++)
+    if (!is_op(ex->src[i], Ops::GEP) || ex->src[i]->src[0] != x || ex->src[i]->arg != Arg(static_cast<int64_t>(i))) return std::nullopt;
+  const Pairs ex_args = expand_args(ex->arg);
+  for (size_t i = 1; i < reduce->src.size(); i++)
+    if (is_op(reduce->src[i], Ops::EXPAND))
+      for (auto& p : expand_args(reduce->src[i]->arg))
+        if (std::find(ex_args.begin(), ex_args.end(), p) != ex_args.end()) return std::nullopt;
+  std::vector<UOp> src{x};
+  src.insert(src.end(), reduce->src.begin() + 1, reduce->src.end());
+  UOp red(Ops::REDUCE, x->dtype, src, reduce->arg);
+  std::vector<UOp> lanes;
+  for (int i = 0; i < x->dtype.count; i++) lanes.push_back(red.gep(i));
+  return UOp(Ops::EXPAND, reduce->dtype, lanes, ex->arg);
+}
+
+// A tensor core operand gathered from global memory: two lanes at consecutive, even element offsets of one
+// buffer become one 4-byte (half2 / nv_bfloat162) load. The A fragment's lane pairs are consecutive along K.
+// Off unless TC_PAIR_LOADS=1: a buffer view at an odd element offset (a realized shrink) would make the
+// 4-byte load misaligned, and the kernel can't see the offset.
+std::pair<UOp, int64_t> base_and_offset(const UOp& idx) {
+  if (is_op(idx, Ops::ALU) && idx->is<BinaryOps>() && idx->as<BinaryOps>() == BinaryOps::ADD && is_op(idx->src[1], Ops::CONST))
+    return {idx->src[0], const_to_int(idx->src[1].const_value())};
+  if (is_op(idx, Ops::CONST)) return {UOp::const_(idx->dtype, int64_t{0}), const_to_int(idx.const_value())};
+  return {idx, 0};
+}
+O pair_operand_loads(const UOp& v) {
+  if (!is_op(v, Ops::VECTORIZE) || v->dtype.count % 2 != 0) return std::nullopt;
+  const DType sc = v->dtype.scalar();
+  if (sc != dtypes::half && sc != dtypes::bfloat16) return std::nullopt;
+  std::vector<UOp> lanes = v->src;
+  bool changed = false;
+  for (size_t i = 0; i + 1 < lanes.size(); i += 2) {
+    const UOp &l0 = lanes[i], &l1 = lanes[i + 1];
+    if (!is_op(l0, Ops::LOAD) || !is_op(l1, Ops::LOAD) || l0->src.size() != 2 || l1->src.size() != 2 || l0->src[0] != l1->src[0])
+      continue;
+    auto [b0, c0] = base_and_offset(l0->src[1]);
+    auto [b1, c1] = base_and_offset(l1->src[1]);
+    if (b0 != b1 || c1 != c0 + 1 || c0 % 2 != 0 || b0.const_factor() % 2 != 0) continue;
+    UOp pair(Ops::LOAD, sc.vec(2), {l0->src[0], l0->src[1]});
+    lanes[i] = pair.gep(0), lanes[i + 1] = pair.gep(1), changed = true;
+  }
+  return changed ? O(UOp(Ops::VECTORIZE, v->dtype, lanes)) : std::nullopt;
+}
+O wmma_pair_loads(const UOp& w) {
+  if (getenv("TC_PAIR_LOADS", 0) == 0) return std::nullopt;
+  O a = pair_operand_loads(w->src[0]), b = pair_operand_loads(w->src[1]);
+  if (!a && !b) return std::nullopt;
+  return UOp(Ops::WMMA, w->dtype, {a ? *a : w->src[0], b ? *b : w->src[1], w->src[2]}, w->arg);
 }
 
 // ---------------------------------------------------------------- reducer
@@ -300,6 +382,11 @@ const PatternMatcher& constant_folder() {
     {UPat(Ops::CAST).src({c}), [](const Match& m) -> O { return UOp::const_((*m.root)->dtype, m[c].const_value()); }},
     {UPat(Ops::BITCAST).src({c}), [](const Match& m) { return bitcast_const(*m.root, m[c]); }},
     {UPat(Ops::VECTORIZE).src_each(c), [](const Match& m) -> O { return UOp::const_((*m.root)->dtype, m[c].const_value()); }},
+    // tensor cores: the lanes of a WMMA are summed as a vector; an accumulator add goes into its C operand
+    {UPat(Ops::REDUCE), [](const Match& m) { return reduce_before_expand(*m.root); }},
+    {UPat::alu(BinaryOps::ADD, x, UPat(Ops::WMMA).cap(11)), [](const Match& m) -> O {
+      const UOp& w = m[11];
+      return UOp(Ops::WMMA, w->dtype, {w->src[0], w->src[1], w->src[2] + m[x]}, w->arg); }},
     // sums over a RANGE with a closed form (arange, one_hot, indexing); this table runs before the reducer
     {UPat(Ops::REDUCE), [](const Match& m) { return reduce_collapse(*m.root); }},
     // canonical forms for it: a bool cast times y is a where; a where's 0 arm absorbs multiplies and nested wheres
@@ -355,6 +442,7 @@ const PatternMatcher& reducer() {
     {UPat(Ops::REDUCE), [](const Match& m) { return do_reduce(*m.root); }},
     {UPat({Ops::ALU, Ops::CAST, Ops::BITCAST}), [](const Match& m) { return no_vectorized_alu(*m.root); }},   // no vector ALU
     {UPat(Ops::STORE), [](const Match& m) { return delete_redundant_gates(*m.root); }},
+    {UPat(Ops::WMMA), [](const Match& m) { return wmma_pair_loads(*m.root); }},
   });
   return pm;
 }

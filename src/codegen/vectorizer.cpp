@@ -52,12 +52,23 @@ bool vector_dtype_ok(DType dt) {
          dt.kind != ScalarKind::void_;
 }
 
+// ops C applies lane-wise to vector operands (MAX through a compare and a bitwise select, in the
+// renderer); compares and WHERE go through lane masks (Vectorizer::where)
 bool vector_alu_ok(const UOp& u) {
-  if (u->op != Ops::ALU || !u->dtype.is_float() || u->dtype.kind == ScalarKind::float16 || u->dtype.kind == ScalarKind::bfloat16)
-    return false;
-  if (u->is<BinaryOps>()) return u->as<BinaryOps>() == BinaryOps::ADD || u->as<BinaryOps>() == BinaryOps::MUL;
-  return u->is<UnaryOps>() && u->as<UnaryOps>() == UnaryOps::NEG;
+  if (u->op != Ops::ALU || !vector_dtype_ok(u->dtype)) return false;
+  const bool fl = u->dtype.is_float();
+  if (u->is<UnaryOps>()) return u->as<UnaryOps>() == UnaryOps::NEG || (fl && u->as<UnaryOps>() == UnaryOps::RECIP);
+  if (!u->is<BinaryOps>()) return false;
+  switch (u->as<BinaryOps>()) {
+    case BinaryOps::ADD: case BinaryOps::MUL: case BinaryOps::MAX: return true;
+    case BinaryOps::IDIV: case BinaryOps::MOD: case BinaryOps::AND: case BinaryOps::OR: case BinaryOps::XOR:
+    case BinaryOps::SHL: case BinaryOps::SHR: return !fl;
+    default: return false;
+  }
 }
+
+bool is_cmp(const UOp& u) { return is_alu(u, BinaryOps::CMPLT) || is_alu(u, BinaryOps::CMPNE); }
+bool is_where(const UOp& u) { return u->op == Ops::ALU && u->is<TernaryOps>() && u->as<TernaryOps>() == TernaryOps::WHERE; }
 
 class Vectorizer {
  public:
@@ -85,7 +96,15 @@ class Vectorizer {
     TG_ASSERT(vector_dtype_ok(l0->dtype), "can't vectorize lanes of " + l0->dtype.str());
     if (all([&](const UOp& u) { return u == l0; })) return {UOp(Ops::VECTORIZE, vdt(lanes), lanes), l0->op != Ops::CONST};
     if (l0->op == Ops::ALU && all([&](const UOp& u) { return u->op == Ops::ALU && u->arg == l0->arg && u->dtype == l0->dtype; }))
-      return alu(lanes);
+      return is_where(l0) ? where(lanes) : alu(lanes);
+    // value casts and bitcasts between vectorizable types (the transcendental approximations' float <-> int steps)
+    if ((l0->op == Ops::CAST || l0->op == Ops::BITCAST) && vector_dtype_ok(l0->src[0]->dtype) &&
+        all([&](const UOp& u) { return u->op == l0->op && u->dtype == l0->dtype && u->src[0]->dtype == l0->src[0]->dtype; })) {
+      std::vector<UOp> srcs;
+      for (const UOp& u : lanes) srcs.push_back(u->src[0]);
+      Vec s = vec(srcs);
+      if (s.real) return {UOp(l0->op, vdt(lanes), {s.u}), true};
+    }
     if (l0->op == Ops::LOAD && l0->src.size() == 2 &&
         all([&](const UOp& u) { return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0] == l0->src[0] && u->dtype == l0->dtype; })) {
       auto [base, off] = base_offset(l0->src[1]);
@@ -125,7 +144,9 @@ class Vectorizer {
     if (!any_real) return gather(lanes);
     std::vector<UOp> srcs;
     for (const Vec& v : vsrc) srcs.push_back(v.u);
-    if (vector_alu_ok(l0)) return {UOp(Ops::ALU, vdt(lanes), srcs, l0->arg), true};
+    // C's vector ops need operands of one type (a shift by a wider int is done per lane)
+    const bool same_types = std::all_of(l0->src.begin(), l0->src.end(), [&](const UOp& s) { return s->dtype == l0->dtype; });
+    if (vector_alu_ok(l0) && same_types) return {UOp(Ops::ALU, vdt(lanes), srcs, l0->arg), true};
     // an op C can't apply to vectors: per lane on the vectorized sources
     std::vector<UOp> outs;
     for (size_t j = 0; j < lanes.size(); j++) {
@@ -134,6 +155,26 @@ class Vectorizer {
       outs.push_back(UOp(Ops::ALU, l0->dtype, s, l0->arg));
     }
     return {UOp(Ops::VECTORIZE, vdt(lanes), outs), true};
+  }
+
+  // WHERE(cmp_j, x_j, y_j): one vector compare (C gives a lane mask, all ones where true, of the
+  // operands' width) and a vector select; the mask's width must be the values' (renderer's bitwise select)
+  Vec where(const std::vector<UOp>& lanes) {
+    const UOp& c0 = lanes[0]->src[0];
+    if (!is_cmp(c0) || !vector_dtype_ok(c0->src[0]->dtype) || c0->src[0]->dtype.itemsize() != lanes[0]->dtype.itemsize())
+      return gather(lanes);
+    std::vector<std::vector<UOp>> cols(4);
+    for (const UOp& u : lanes) {
+      const UOp& c = u->src[0];
+      if (!(c->op == Ops::ALU && c->arg == c0->arg && c->src[0]->dtype == c0->src[0]->dtype)) return gather(lanes);
+      cols[0].push_back(c->src[0]), cols[1].push_back(c->src[1]), cols[2].push_back(u->src[1]), cols[3].push_back(u->src[2]);
+    }
+    std::vector<Vec> v;
+    bool any_real = false;
+    for (auto& c : cols) v.push_back(vec(c)), any_real = any_real || v.back().real;
+    if (!any_real) return gather(lanes);
+    UOp mask(Ops::ALU, dtypes::bool_.vec(static_cast<int>(lanes.size())), {v[0].u, v[1].u}, c0->arg);
+    return {UOp(Ops::ALU, vdt(lanes), {mask, v[2].u, v[3].u}, lanes[0]->arg), true};
   }
 
   // PHI(DEFINE_ACC_j, value_j) for all lanes -> one vector accumulator over the same loops

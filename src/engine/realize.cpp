@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -198,6 +201,20 @@ std::mutex cache_mu;
 std::unordered_map<CacheKey, std::shared_ptr<CompiledRunner>, CacheKeyHash> method_cache;
 }  // namespace
 
+namespace {
+// Kernel replay (scripts/replay): with REPLAY_DIR set, each kernel generated is saved as
+// <function>_<hash of its AST>.c holding its device, opts and source. A refactor that should change no
+// kernel shows no diff between two such trees.
+void save_replay(const std::string& dir, const UOp& ast, const Kernel& k, const RenderedProgram& p) {
+  char h[32];
+  std::snprintf(h, sizeof(h), "%016zx", std::hash<std::string>()(ast.str()));
+  std::filesystem::create_directories(dir);
+  std::ofstream f(std::filesystem::path(dir) / (p.function_name + "_" + h + ".c"));
+  f << "// device: " << p.device.substr(0, p.device.find(':')) << "\n// opts: " << opts_to_string(k.applied_opts) << "\n" << p.src;
+  if (!f) throw Error("REPLAY_DIR: can't write a kernel into " + dir + "; give a writable directory");
+}
+}  // namespace
+
 std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp& ast) {
   const std::string dname = canonicalize_device(device);
   const int64_t beam = getenv("BEAM"), noopt = getenv("NOOPT");
@@ -222,6 +239,7 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
       span.arg("kernel", profile::jstr(p.function_name));
     }
     p.device = dname;
+    if (std::string dir = getenv_str("REPLAY_DIR"); !dir.empty()) save_replay(dir, ast, *k, p);
     ret = std::make_shared<CompiledRunner>(p);
     ret->mem_estimate = k->mem_estimate();
     method_cache[bkey] = ret;

@@ -118,9 +118,18 @@ struct LBScheduleItem {
 
 // ---------------------------------------------------------------- lowering one group (_lower_lazybuffer)
 
+// A fused arange (FUSE_ARANGE) that can't be expressed in its consumer's kernel: the views don't fit
+// the reduces (reduce views of another rank: a tg::Error from the ShapeTracker) or the reduces don't
+// merge. Only then does the scheduler realize the arange on its own and lower the group again; internal
+// assertions and errors in groups without a fused arange surface as they are.
+struct UnfusableArange : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class GroupLowerer {
  public:
-  GroupLowerer(const std::vector<LB>& outs, const LBSet& realizes) : outs_(outs), realizes_(realizes) {}
+  GroupLowerer(const std::vector<LB>& outs, const LBSet& realizes, bool reads_fused_arange)
+      : outs_(outs), realizes_(realizes), reads_fused_arange_(reads_fused_arange) {}
 
   LBScheduleItem lower() {
     LB out = outs_[0];
@@ -143,6 +152,19 @@ class GroupLowerer {
       si.metadata = std::move(metadata_);
       return si;
     }
+    try {
+      si.ast = lower_kernel();
+    } catch (const Error& e) {   // a view that doesn't fit the reduces; internal assertions are not caught
+      if (reads_fused_arange_) throw UnfusableArange(e.what());
+      throw;
+    }
+    for (LB x : inputs_) si.inputs.push_back(x->shared_from_this());
+    si.metadata = std::move(metadata_);
+    return si;
+  }
+
+ private:
+  UOp lower_kernel() {
     for (LB o : outs_) recurse_reduceops(o, o->st);
     pad_reduces();
     for (size_t i = 0; i < outs_.size(); i++)
@@ -163,15 +185,12 @@ class GroupLowerer {
       output_st = output_st.simplify();
       stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), st_uop(output_st), val}));
     }
-    si.ast = UOp(Ops::SINK, dtypes::void_, stores);
-    for (LB x : inputs_) si.inputs.push_back(x->shared_from_this());
-    si.metadata = std::move(metadata_);
-    return si;
+    return UOp(Ops::SINK, dtypes::void_, stores);
   }
 
- private:
   const std::vector<LB>& outs_;
   const LBSet& realizes_;
+  const bool reads_fused_arange_;   // the group computes a fused arange (FUSE_ARANGE) in its kernel
   // reduce_info is ordered: the last entry gives the kernel's output shape
   std::vector<std::pair<StKey, ReduceInfo>> rinfo_;
   std::unordered_map<StKey, size_t, StKeyHash> rinfo_idx_;
@@ -310,8 +329,9 @@ class GroupLowerer {
       ReduceInfo* ri = find_rinfo(key);
       UOp rsrc = lazyop(buf->srcs[0].get(), ri ? ri->input_st : st);
       if (!ri) {   // merged into the reduce below it
-        TG_ASSERT(rsrc->op == Ops::REDUCE_AXIS && rsrc->as<ReduceArg>().op == std::get<ReduceOps>(buf->op),
-                  "can't merge reduce " + buf->str());
+        bool merged = rsrc->op == Ops::REDUCE_AXIS && rsrc->as<ReduceArg>().op == std::get<ReduceOps>(buf->op);
+        if (!merged && reads_fused_arange_) throw UnfusableArange("can't merge reduce " + buf->str());
+        TG_ASSERT(merged, "can't merge reduce " + buf->str());
         return rsrc;
       }
       ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), ri->axis});
@@ -398,21 +418,21 @@ class GraphScheduler {
   bool lower_groups() {
     prescheduled.clear();
     for (auto& [k, g] : make_groups()) {
+      bool arange = unfuse_aranges_above(g, false);
       try {
-        prescheduled.push_back(GroupLowerer(g, realizes_).lower());
-      } catch (const Error& e) {
-        if (!unfuse_aranges_above(g)) throw Error(e.what() + scheduling_note(g));
+        prescheduled.push_back(GroupLowerer(g, realizes_, arange).lower());
+      } catch (const UnfusableArange&) {
+        TG_ASSERT(unfuse_aranges_above(g), "a group reported an unfusable arange but reads none");
         return false;
-      } catch (const std::exception&) {   // an internal assertion
-        if (!unfuse_aranges_above(g)) throw;
-        return false;
+      } catch (const Error& e) {   // a user error: name the ops that made the kernel
+        throw Error(e.what() + scheduling_note(g));
       }
     }
     return true;
   }
 
-  // realize the fused aranges a group reads; false when it reads none
-  bool unfuse_aranges_above(const std::vector<LB>& group) {
+  // realize the fused aranges a group reads (only look when !unfuse); false when it reads none
+  bool unfuse_aranges_above(const std::vector<LB>& group, bool unfuse = true) {
     std::vector<LB> stack(group.begin(), group.end());
     std::unordered_set<LB> seen;
     bool any = false;
@@ -421,9 +441,10 @@ class GraphScheduler {
       stack.pop_back();
       if (!seen.insert(b).second || b->realized()) continue;
       if (std::find(fused_aranges_.begin(), fused_aranges_.end(), b) != fused_aranges_.end()) {
+        any = true;
+        if (!unfuse) return true;
         realizes_.insert(b);
         std::erase(fused_aranges_, b);
-        any = true;
         continue;
       }
       if (realizes_.contains(b) && std::find(group.begin(), group.end(), b) == group.end()) continue;

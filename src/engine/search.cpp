@@ -42,6 +42,9 @@ std::vector<Opt> make_actions() {
   if (getenv("BEAM_PADTO", 1))
     for (int64_t axis = 0; axis < 7; axis++) a.push_back({OptOps::PADTO, axis, 32});
   a.push_back({OptOps::LOCAL, 0, 32});
+  // tensor cores (0.9.2): the default level, and every axis choice with padding (covers 3 global x 3 reduce)
+  a.push_back({OptOps::TC, 0, 0});
+  for (int64_t axis = 0; axis < 9; axis++) a.push_back({OptOps::TC, axis, getenv("TC_OPT", 2)});
   for (int64_t axis = 0; axis < 5; axis++)
     for (int64_t amt = axis + 1; amt < 5; amt++) a.push_back({OptOps::SWAP, axis, amt});
   if (getenv("NOLOCALS")) a.push_back({OptOps::NOLOCALS, std::nullopt, std::nullopt});
@@ -204,7 +207,7 @@ std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool 
   const auto& actions = beam_actions();
   for (size_t i = 0; i < actions.size(); i++) {
     const Opt& a = actions[i];
-    if (a.axis) {
+    if (a.axis && a.op != OptOps::TC) {   // a TC axis picks among tensor core layouts, not a shape axis
       const int64_t ax = a.real_axis(k);
       if (ax >= k.shape_len()) continue;
       // amt equal to the axis is the same move as amt 0: keep one of them (0.9.2 compares the real axis)

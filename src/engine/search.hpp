@@ -18,7 +18,7 @@
 
 namespace tg {
 
-// The moves of the search, as 0.9.2 (TC and UPCASTMID are left out: they never apply here).
+// The moves of the search, as 0.9.2 with its TC actions (UPCASTMID is left out: it is for images only).
 const std::vector<Opt>& beam_actions();
 
 // A fresh copy of k (same opts so far), with nothing linearized yet.

@@ -213,8 +213,10 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
         TG_ASSERT(child_count[u.get()] != 0, "childless ALU op found " + u.str());
         // MAX gets a name: the C dialect's ternary MAX would repeat a nested expression
         bool is_max = u->is<BinaryOps>() && u->as<BinaryOps>() == BinaryOps::MAX;
+        // a vector compare (C) is a lane mask whose int type follows its operands
+        const std::string type = dt.count > 1 && dt.scalar() == dtypes::bool_ ? "__typeof__(" + val + ")" : render_dtype(dt);
         if (child_count[u.get()] <= 1 && !is_max && !expand_ssa) r[u.get()] = val;
-        else kk(render_dtype(dt) + " " + ssa("alu", &u) + " = " + val + ";");
+        else kk(type + " " + ssa("alu", &u) + " = " + val + ";");
         break;
       }
       case Ops::SPECIAL: {
@@ -304,10 +306,32 @@ ClangRenderer::ClangRenderer(const std::string& half_type) {
     return [f](const Strs& o, DType dt) { return std::string("__builtin_") + f + (dt == dtypes::float64 ? "" : "f") + "(" + o[0] + ")"; };
   };
   code_for_op[UnaryOps::SQRT] = builtin("sqrt");
-  code_for_op[UnaryOps::EXP2] = builtin("exp2");
-  code_for_op[UnaryOps::LOG2] = builtin("log2");
   code_for_op[UnaryOps::SIN] = builtin("sin");
-  code_for_op[BinaryOps::MAX] = [](const Strs& o, DType) { return "((" + o[0] + ">" + o[1] + ")?" + o[0] + ":" + o[1] + ")"; };
+  // EXP2 and LOG2 have no code, as in tinygrad's clang renderer: the transcendental rewrites make
+  // them from +, *, where and bit casts, which the vectorizer turns into vector code (libm's exp2f is
+  // a scalar call per lane: softmax ran 19x its memory-bound time)
+  code_for_op.erase(UnaryOps::EXP2);
+  code_for_op.erase(UnaryOps::LOG2);
+  // vectors (from the vectorizer): compares give lane masks of the operands' width, all ones where
+  // true; MAX and WHERE select bitwise through them (C has no ?: on vectors)
+  auto select = [](const std::string& m, const std::string& a, const std::string& b, DType dt) {
+    const std::string mt = vector_mask_dtype(dt).name(), t = dt.name();
+    return "((" + t + ")((" + m + " & (" + mt + ")(" + a + ")) | (~" + m + " & (" + mt + ")(" + b + "))))";
+  };
+  code_for_op[BinaryOps::MAX] = [select](const Strs& o, DType dt) {
+    if (dt.count > 1) return select("(" + o[0] + ">" + o[1] + ")", o[0], o[1], dt);
+    return "((" + o[0] + ">" + o[1] + ")?" + o[0] + ":" + o[1] + ")";
+  };
+  code_for_op[TernaryOps::WHERE] = [select](const Strs& o, DType dt) {
+    return dt.count > 1 ? select(o[0], o[1], o[2], dt) : "(" + o[0] + "?" + o[1] + ":" + o[2] + ")";
+  };
+}
+
+// the signed int vector that C's compares of dt's lanes return
+DType vector_mask_dtype(DType dt) {
+  const size_t w = dt.scalar().itemsize();
+  DType m = w == 1 ? dtypes::int8 : w == 2 ? dtypes::int16 : w == 8 ? dtypes::int64 : dtypes::int32;
+  return m.vec(dt.count);
 }
 
 // vector loads and stores by memcpy: the address need not be aligned to the vector's size
@@ -324,6 +348,8 @@ std::string ClangRenderer::render_store(const std::string& buf, DType buf_dtype,
 
 // a union reinterprets the bits without breaking C's aliasing rules (a pointer cast would)
 std::string ClangRenderer::render_cast(const std::string& x, DType dt, bool bitcast) const {
+  // a C cast between vector types reinterprets the bits: value casts convert lane by lane
+  if (!bitcast && dt.count > 1) return "__builtin_convertvector(" + x + ", " + render_dtype(dt) + ")";
   if (!bitcast) return CStyleLanguage::render_cast(x, dt, false);
   return "(((union { __typeof__(" + x + ") f; " + render_dtype(dt) + " t; }){" + x + "}).t)";
 }
@@ -340,9 +366,15 @@ std::string ClangRenderer::render_kernel(const std::string& function_name, const
   // vector types as clang extended vectors
   std::vector<std::string> typedefs;
   std::set<std::pair<int, int>> seen;
+  std::vector<DType> dts;
   for (const UOp& u : uops) {
-    DType dt = u->dtype;
-    if (dt.count <= 1 || dt.ptr || !seen.insert({static_cast<int>(dt.kind), dt.count}).second) continue;
+    if (u->dtype.count <= 1 || u->dtype.ptr) continue;
+    // bool vectors are compares' lane masks, declared by __typeof__; vector selects name their mask type
+    if (u->dtype.scalar() != dtypes::bool_) dts.push_back(u->dtype);
+    if (u->op == Ops::ALU && u->dtype.scalar() != dtypes::bool_) dts.push_back(vector_mask_dtype(u->dtype));
+  }
+  for (DType dt : dts) {
+    if (!seen.insert({static_cast<int>(dt.kind), dt.count}).second) continue;
     std::string sz = std::to_string(dt.itemsize());
     typedefs.push_back("typedef " + render_dtype(dt.scalar()) + " " + render_dtype(dt) + " __attribute__((aligned(" + sz +
                        "),vector_size(" + sz + ")));");
@@ -399,10 +431,15 @@ std::string make_cuda_dtype(const CStyleLanguage& r, DType dt) {
          vec + " make_" + vec + "(" + join(header, ", ") + ") { " + vec + " r={" + join(elems, ", ") + "}; return r; }";
 }
 
-// m16n8k16 mma.sync: A is 8 halves (4 regs), B 4 halves (2 regs), C/D 4 floats
+// m16n8k16 mma.sync: A is 8 halves (4 regs), B 4 halves (2 regs), C/D 4 floats, or 4 halves packed in 2 regs
 std::string cuda_wmma_helper(const CStyleLanguage& r, const WMMAArg& w) {
   auto ptx = [](DType d) { return d == dtypes::float32 ? "f32" : d == dtypes::half ? "f16" : "bf16"; };
   std::string ti = r.render_dtype(w.dtype_in), to = r.render_dtype(w.dtype_out), ci = ptx(w.dtype_in), co = ptx(w.dtype_out);
+  if (w.dtype_out == dtypes::half)
+    return "__device__ half4 __" + w.name + "(" + ti + "8 a, " + ti + "4 b, half4 c) { int *a_pk = (int *) (&a), *b_pk = (int *) (&b), *c_pk = (int *) (&c);\n" +
+           "asm( \"mma.sync.aligned.m16n8k16.row.col.f16." + ci + "." + ci + ".f16 { %0, %1 }, { %2, %3, %4, %5 }, { %6, %7 }, { %0, %1 };\"\n" +
+           "  : \"+r\"(c_pk[0]), \"+r\"(c_pk[1]) : \"r\"(a_pk[0]), \"r\"(a_pk[1]), \"r\"(a_pk[2]), \"r\"(a_pk[3]), "
+           "\"r\"(b_pk[0]), \"r\"(b_pk[1]) );\nreturn c;}";
   return "__device__ " + to + "4 __" + w.name + "(" + ti + "8 a, " + ti + "4 b, " + to + "4 c) { int *a_pk = (int *) (&a), *b_pk = (int *) (&b);\n" +
          "asm( \"mma.sync.aligned.m16n8k16.row.col." + co + "." + ci + "." + ci + "." + co +
          " { %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };\"\n" +
@@ -417,9 +454,10 @@ CUDARenderer::CUDARenderer(const std::string& arch) {
   local_max = {1024, 1024, 64};
   shared_max = 49152;
   int sm = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
+  // m16n8k16: half and bfloat16 into float (as 0.9.2), and half into half (a half sum without a float accumulator)
   if (sm >= 80)
-    for (DType di : {dtypes::half, dtypes::bfloat16})
-      tensor_cores.push_back({{8, 16, 16}, di, dtypes::float32, {{0, 2}, {0, 2}, {1, 2}, {1, 2}, {1, 2}}});
+    for (auto [di, dout] : {std::pair{dtypes::half, dtypes::float32}, std::pair{dtypes::bfloat16, dtypes::float32}, std::pair{dtypes::half, dtypes::half}})
+      tensor_cores.push_back({{8, 16, 16}, di, dout, {{0, 2}, {0, 2}, {1, 2}, {1, 2}, {1, 2}}});
   kernel_prefix = "extern \"C\" __global__ ";
   smem_prefix = "__shared__ ";
   smem_prefix_for_cast = false;

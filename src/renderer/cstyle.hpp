@@ -52,6 +52,9 @@ class CStyleLanguage : public Renderer {
   static std::vector<KernelParam> kernel_params(const std::vector<UOp>& uops);
 };
 
+// The signed int vector that C's compares of vectors of dt return (and its vector selects use).
+DType vector_mask_dtype(DType dt);
+
 // C for the CPU device, compiled by clang (or the system cc) and loaded with dlopen.
 class ClangRenderer : public CStyleLanguage {
  public:

@@ -20,15 +20,28 @@ std::string TensorCore::str() const {
 size_t WMMAArg::hash() const {
   size_t h = std::hash<std::string>()(name) ^ (std::hash<std::string>()(device) << 1);
   for (int64_t d : dims) h = h * 31 + std::hash<int64_t>()(d);
+  for (const auto& up : upcast_axes)
+    for (auto [a, sz] : up) h = h * 31 + std::hash<int64_t>()(a * 1024 + sz);
+  for (int64_t a : reduce_axes) h = h * 37 + std::hash<int64_t>()(a);
   return h ^ (dtype_in.hash() << 3) ^ (dtype_out.hash() << 5);
 }
 bool WMMAArg::equals(const ArgObj& o) const {
   auto* w = dynamic_cast<const WMMAArg*>(&o);
-  return w && w->name == name && w->dims == dims && w->dtype_in == dtype_in && w->dtype_out == dtype_out && w->device == device;
+  return w && w->name == name && w->dims == dims && w->dtype_in == dtype_in && w->dtype_out == dtype_out && w->device == device &&
+         w->upcast_axes == upcast_axes && w->reduce_axes == reduce_axes;
 }
 std::string WMMAArg::str() const {
+  std::string ups = "(";
+  for (const auto& up : upcast_axes) {
+    ups += "(";
+    for (auto [a, sz] : up) ups += "(" + std::to_string(a) + ", " + std::to_string(sz) + "), ";
+    ups += "), ";
+  }
+  std::string red = "(";
+  for (int64_t a : reduce_axes) red += std::to_string(a) + ", ";
   return "('" + name + "', (" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + ", " + std::to_string(dims[2]) +
-         "), " + dtype_in.str() + ", " + dtype_out.str() + ", '" + device + "')";
+         "), " + dtype_in.str() + ", " + dtype_out.str() + ", '" + device + "'" +
+         (upcast_axes.empty() ? std::string() : ", " + ups + "), " + red + ")") + ")";
 }
 
 std::string to_function_name(const std::string& s) {

@@ -30,6 +30,10 @@ struct WMMAArg : ArgObj {
   std::array<int64_t, 3> dims;      // N, M, K
   DType dtype_in, dtype_out;
   std::string device;
+  // per operand (A, B, C/D): the upcast (axis, size) pairs its vector is contracted from / expanded to,
+  // and the upcast axes the instruction itself reduces (tinygrad's wmma_arg[-2], wmma_arg[-1])
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> upcast_axes;
+  std::vector<int64_t> reduce_axes;
   size_t hash() const override;
   bool equals(const ArgObj& o) const override;
   std::string str() const override;

@@ -111,6 +111,13 @@ std::vector<Case> softmax_cases() {
   sm("0d", F({}), 0);
   sm("large_values", F({3, 6}, 80, 90), -1);
   sm("permuted", F({5, 4}), 0);
+  // CPU vector shapes (16-lane exp and reduces): rows of odd length, a batch, 1-length axes, wide rows
+  sm("(33,257)", F({33, 257}, -20, 20), -1);
+  sm("(2,3,160)_batch", F({2, 3, 160}, -5, 5), -1);
+  sm("(64,1)", F({64, 1}), -1);
+  sm("(1,1,2048)", F({1, 1, 2048}, -30, 30), -1);
+  sm("(96,48)_axis0", F({96, 48}, -5, 5), 0);
+  cs.push_back(same("softmax/transposed_(48,96)", {F({48, 96}, -5, 5)}, FN(op::permute(x[0], {1, 0}).softmax(-1))).tol(1e-7).gtol(1e-7));
   cs.push_back(same("softmax/transposed_input", {F({5, 4})}, FN(op::permute(x[0], {1, 0}).softmax(-1))).tol(1e-7).gtol(1e-7));
   cs.push_back(same("softmax/zero_size", {F({0, 3})}, FN(x[0].softmax(-1))));
 

@@ -1,0 +1,441 @@
+// Tensor cores (OptOps::TC, WMMA -> mma.sync):
+//   codegen checks that need no GPU: which kernels take the opt, the opts and shapes it leaves, the rendered
+//     CUDA compiled to PTX by NVRTC (under /usr/local/cuda here and on CI) for sm_80 and sm_90a;
+//   GPU checks against the CPU: square and odd shapes, batched, transposed, fp16/bf16 in, fp16/fp32 out, an epilogue.
+#include <gtest/gtest.h>
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <unistd.h>
+
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "engine/schedule.hpp"
+#include "renderer/cstyle.hpp"
+#include "runtime/device.hpp"
+#include "shape/shapetracker_arg.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+const CUDARenderer& sm80() { static CUDARenderer r("sm_80"); return r; }
+
+// the last kernel's AST of a tensor's schedule (built on the CPU: the AST does not depend on the device)
+UOp last_ast(const Tensor& t) {
+  UOp ast;
+  for (const ScheduleItem& si : t.schedule())
+    if (si.kind == MetaOps::KERNEL) ast = Access::uop(si.ast);
+  return ast;
+}
+
+Tensor mat(Shape s, DType dt) { return Tensor::empty(std::move(s), {.dtype = dt, .device = "CPU"}); }
+
+// out[m, n] = (dout) sum_k (acc) a[m, k] * b[k, n], by hand: the CPU schedule computes bfloat16 through its bits,
+// a CUDA schedule multiplies bfloat16 loads directly, as built here
+UOp gemm_ast(int64_t m, int64_t k, int64_t n, DType din, DType acc, DType dout) {
+  auto ld = [&](int64_t i, const ShapeTracker& st) { return UOp(Ops::LOAD, din, {UOp(Ops::DEFINE_GLOBAL, din.ptr_to(), {}, i), st_uop(st)}); };
+  UOp a = ld(1, ShapeTracker::from_shape({m, 1, k}).expand({m, n, k}));
+  UOp b = ld(2, ShapeTracker::from_shape({k, n}).permute({1, 0}).reshape({1, n, k}).expand({m, n, k}));
+  UOp mul = a.alu(BinaryOps::MUL, b);
+  UOp red(Ops::REDUCE_AXIS, acc, {acc == din ? mul : mul.cast(acc)}, ReduceArg{ReduceOps::SUM, {2}});
+  UOp out = dout == acc ? red : red.cast(dout);
+  UOp st(Ops::STORE, dtypes::void_, {UOp(Ops::DEFINE_GLOBAL, dout.ptr_to(), {}, 0), st_uop(ShapeTracker::from_shape({m, n, 1})), out});
+  return UOp(Ops::SINK, dtypes::void_, {st});
+}
+
+// NVRTC straight from the toolkit: PTX needs no GPU and no driver
+struct Nvrtc {
+  using Prog = void*;
+  int (*create)(Prog*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  int (*compile)(Prog, int, const char* const*) = nullptr;
+  int (*ptx_size)(Prog, size_t*) = nullptr;
+  int (*ptx)(Prog, char*) = nullptr;
+  int (*log_size)(Prog, size_t*) = nullptr;
+  int (*log)(Prog, char*) = nullptr;
+  int (*destroy)(Prog*) = nullptr;
+  bool ok = false;
+  Nvrtc() {
+    void* h = nullptr;
+    for (const char* n : {"libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"})
+      if ((h = dlopen(n, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!h) return;
+    create = reinterpret_cast<decltype(create)>(dlsym(h, "nvrtcCreateProgram"));
+    compile = reinterpret_cast<decltype(compile)>(dlsym(h, "nvrtcCompileProgram"));
+    ptx_size = reinterpret_cast<decltype(ptx_size)>(dlsym(h, "nvrtcGetPTXSize"));
+    ptx = reinterpret_cast<decltype(ptx)>(dlsym(h, "nvrtcGetPTX"));
+    log_size = reinterpret_cast<decltype(log_size)>(dlsym(h, "nvrtcGetProgramLogSize"));
+    log = reinterpret_cast<decltype(log)>(dlsym(h, "nvrtcGetProgramLog"));
+    destroy = reinterpret_cast<decltype(destroy)>(dlsym(h, "nvrtcDestroyProgram"));
+    ok = create && compile && ptx_size && ptx && log_size && log && destroy;
+  }
+  // PTX for arch, or the compiler's log after "ERROR:"
+  std::string to_ptx(const std::string& src, const std::string& arch) const {
+    Prog p = nullptr;
+    if (create(&p, src.c_str(), "<tg>", 0, nullptr, nullptr) != 0) return "ERROR: create";
+    std::vector<std::string> o{"--gpu-architecture=" + arch, "-I/usr/local/cuda/include"};
+    if (const char* cp = std::getenv("CUDA_PATH")) o.push_back(std::string("-I") + cp + "/include");
+    std::vector<const char*> oc;
+    for (auto& s : o) oc.push_back(s.c_str());
+    std::string out;
+    if (compile(p, static_cast<int>(oc.size()), oc.data()) != 0) {
+      size_t n = 0;
+      log_size(p, &n);
+      out.assign(n, '\0');
+      log(p, out.data());
+      out = "ERROR: " + out;
+    } else {
+      size_t n = 0;
+      ptx_size(p, &n);
+      out.assign(n, '\0');
+      ptx(p, out.data());
+    }
+    destroy(&p);
+    return out;
+  }
+};
+const Nvrtc& nvrtc() { static Nvrtc n; return n; }
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) n++;
+  return n;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- which kernels take tensor cores
+
+TEST(TensorCores, HalfMatmulTakesTC) {
+  UOp ast = last_ast(mat({64, 128}, dtypes::half).matmul(mat({128, 32}, dtypes::half)));
+  Kernel k(ast, sm80());
+  k.hand_coded_optimizations();
+  ASSERT_FALSE(k.applied_opts.empty());
+  EXPECT_EQ(k.applied_opts[0], (Opt{OptOps::TC, 0, 0}));
+  ASSERT_TRUE(k.tensor_core);
+  EXPECT_EQ(k.tensor_core->dtype_in, dtypes::half);
+  EXPECT_EQ(k.tensor_core->dtype_out, dtypes::float32);   // half matmuls accumulate in float
+  // 32 threads of the warp (5 local dims of 2) and a LOCAL of N from the hand-coded TC opts
+  int64_t threads = 1;
+  for (int64_t i = k.global_dims(); i < k.first_reduce(); i++) threads *= k.full_shape()[i];
+  EXPECT_EQ(threads % 32, 0);
+  RenderedProgram p = k.to_program();
+  EXPECT_NE(p.src.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"), std::string::npos) << p.src;
+  EXPECT_EQ(p.local_size[0] * p.local_size[1] * p.local_size[2] % 32, 0);
+}
+
+TEST(TensorCores, Bf16AndHalfOut) {
+  {
+    Kernel k(gemm_ast(32, 64, 32, dtypes::bfloat16, dtypes::float32, dtypes::bfloat16), sm80());
+    ASSERT_TRUE(k.apply_tensor_cores(1));
+    EXPECT_EQ(k.tensor_core->dtype_in, dtypes::bfloat16);
+    EXPECT_NE(k.to_program().src.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), std::string::npos);
+  }
+  {
+    // a half sum kept in half (acc_dtype half): the half -> half tensor core with packed accumulators
+    Kernel k(last_ast(mat({32, 64}, dtypes::half).matmul(mat({64, 32}, dtypes::half), false, dtypes::half)), sm80());
+    ASSERT_TRUE(k.apply_tensor_cores(1));
+    EXPECT_EQ(k.tensor_core->dtype_out, dtypes::half);
+    EXPECT_NE(k.to_program().src.find("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"), std::string::npos);
+  }
+}
+
+TEST(TensorCores, NotTaken) {
+  // float32 has no tensor core here; TC=0 turns them off; sm_75 has none; odd sizes need TC_OPT=2
+  EXPECT_FALSE(Kernel(last_ast(mat({32, 64}, dtypes::float32).matmul(mat({64, 32}, dtypes::float32))), sm80()).apply_tensor_cores(1));
+  UOp half_ast = last_ast(mat({32, 64}, dtypes::half).matmul(mat({64, 32}, dtypes::half)));
+  EXPECT_FALSE(Kernel(half_ast, sm80()).apply_tensor_cores(0));
+  EXPECT_FALSE(Kernel(half_ast, CUDARenderer("sm_75")).apply_tensor_cores(1));
+  UOp odd = last_ast(mat({30, 66}, dtypes::half).matmul(mat({66, 20}, dtypes::half)));
+  Kernel k0(odd, sm80());
+  EXPECT_FALSE(k0.apply_tensor_cores(1, std::nullopt, 0, 0));
+  EXPECT_TRUE(k0.applied_opts.empty());   // a failed attempt leaves the kernel as it was
+  Kernel k2(odd, sm80());
+  EXPECT_TRUE(k2.apply_tensor_cores(1, std::nullopt, 0, 2));   // pads M, N and K to the tensor core's dims
+  EXPECT_NE(k2.to_program().src.find("mma.sync"), std::string::npos);
+  // a TC opt must come first
+  Kernel k3(half_ast, sm80());
+  k3.apply_opt({OptOps::UPCAST, 0, 2});
+  EXPECT_THROW(k3.apply_opt({OptOps::TC, 0, 0}), KernelOptError);
+  // and the TC's local dims can't be upcast, nor grouped
+  Kernel k4(half_ast, sm80());
+  k4.apply_opt({OptOps::TC, 0, 0});
+  EXPECT_THROW(k4.apply_opt({OptOps::UPCAST, k4.global_dims(), 2}), KernelOptError);
+  EXPECT_THROW(k4.apply_opt({OptOps::GROUP, 0, 2}), KernelOptError);
+}
+
+TEST(TensorCores, OperandIndexFitsInt32) {
+  // TC then a LOCAL of 32 on a 2048^3 GEMM: the operands' second view needs a stride of 2^31, which wrapped in
+  // the kernel's int32 index (an illegal address on the H100 during BEAM). The opt is refused; the default stays.
+  UOp ast = last_ast(mat({2048, 2048}, dtypes::half).matmul(mat({2048, 2048}, dtypes::half)));
+  Kernel k(ast, sm80());
+  k.apply_opt({OptOps::TC, 0, 0});
+  EXPECT_THROW(k.apply_opt({OptOps::LOCAL, 0, 32}), KernelOptError);
+  Kernel k2(ast, sm80());
+  k2.hand_coded_optimizations();
+  EXPECT_TRUE(k2.tensor_core);
+  // every index the default 4096^3 kernel renders is small: no constant at or beyond 2^31
+  Kernel k3(last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), sm80());
+  k3.hand_coded_optimizations();
+  ASSERT_TRUE(k3.tensor_core);
+  EXPECT_EQ(k3.to_program().src.find("2147483648"), std::string::npos);
+}
+
+TEST(TensorCores, TCLayoutShapes) {
+  // 0.9.2's CUDA layout: K unrolled 8 and 2, M and N upcast 2, warp = N 2x2 and M 2x2x2 as locals
+  Kernel k(last_ast(mat({64, 64}, dtypes::half).matmul(mat({64, 64}, dtypes::half))), sm80());
+  k.apply_opt({OptOps::TC, 0, 0});
+  EXPECT_EQ(k.local_dims, 5);
+  EXPECT_EQ(k.upcasted, 4);
+  const Shape& fs = k.full_shape();
+  EXPECT_EQ(Shape(fs.end() - 4, fs.end()), Shape({8, 2, 2, 2}));
+  EXPECT_EQ(Shape(fs.begin() + k.global_dims(), fs.begin() + k.first_reduce()), Shape({2, 2, 2, 2, 2}));
+  // the optimized AST has a WMMA with the tensor core's upcast axes
+  bool found = false;
+  for (const UOp& u : k.get_optimized_ast().toposort())
+    if (u->op == Ops::WMMA) {
+      found = true;
+      auto* w = dynamic_cast<const WMMAArg*>(u->as<ArgObjPtr>().get());
+      ASSERT_TRUE(w);
+      EXPECT_EQ(w->reduce_axes, (std::vector<int64_t>{k.first_upcast(), k.first_upcast() + 1}));
+      EXPECT_EQ(w->upcast_axes[0], (std::vector<std::pair<int64_t, int64_t>>{{k.first_upcast(), 8}}));
+    }
+  EXPECT_TRUE(found);
+}
+
+// ---------------------------------------------------------------- the generated code through NVRTC
+
+TEST(TensorCores, PTXHasMmaSync) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  struct Case { const char* what; UOp ast; };
+  std::vector<Case> cases = {
+      {"gemm fp16", last_ast(mat({256, 512}, dtypes::half).matmul(mat({512, 128}, dtypes::half)))},
+      {"gemm bf16", gemm_ast(256, 512, 128, dtypes::bfloat16, dtypes::float32, dtypes::bfloat16)},
+      {"gemm fp16 acc fp16", last_ast(mat({128, 256}, dtypes::half).matmul(mat({256, 128}, dtypes::half), false, dtypes::half))},
+      {"batched + bias + relu",
+       last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu())},
+  };
+  for (int pair = 0; pair < 2; pair++)
+  for (const Case& c : cases) {
+    Context pl({{"TC_PAIR_LOADS", pair}});
+    Kernel k(c.ast, sm80());
+    k.hand_coded_optimizations();
+    ASSERT_TRUE(k.tensor_core) << c.what;
+    const std::string src = k.to_program().src;
+    if (pair) EXPECT_NE(src.find(c.ast == cases[1].ast ? "nv_bfloat162 val" : "half2 val"), std::string::npos) << c.what << "\n" << src;
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const std::string ptx = nvrtc().to_ptx(src, arch);
+      ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << " " << arch << "\n" << ptx << "\n" << src;
+      EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k16.row.col"), 1u) << c.what << " " << arch;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the warp layout, emulated on the CPU
+// The rendered CUDA kernel is compiled as C++ with one std::thread per CUDA thread; the mma helper is replaced
+// by a warp-wide emulation of mma.m16n8k16 that gathers every lane's fragments by the PTX ISA's layout
+// ("Matrix Fragments for mma.m16n8k16"). half is float here and the inputs are small integers, so the
+// result must equal the reference exactly: any mistake in fix_st, the lane order or the expander shows up.
+
+namespace {
+const char* kEmuShim = R"(
+#include <barrier>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__ static
+#define __launch_bounds__(x)
+#define __align__(x) alignas(x)
+#define __int_as_float(x) 0.0f
+struct emu_dim3 { int x, y, z; };
+static thread_local emu_dim3 threadIdx, blockIdx;
+typedef float half;
+struct float4 { float x, y, z, w; };
+struct half2 { float x, y; };
+static float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+struct emu_warp { std::barrier<>* bar; float a[32][8], b[32][4], c[32][4]; };
+static thread_local emu_warp* emu_w;
+static thread_local int emu_lane;
+)";
+// after the kernel's own half4/half8 structs
+const char* kEmuMma = R"(
+static float4 emu_mma(const half8& a8, const half4& b4, float4 c4) {
+  emu_warp& w = *emu_w;
+  const float* a = &a8.x; const float* b = &b4.x; float* c = &c4.x;
+  for (int i = 0; i < 8; i++) w.a[emu_lane][i] = a[i];
+  for (int i = 0; i < 4; i++) w.b[emu_lane][i] = b[i], w.c[emu_lane][i] = c[i];
+  w.bar->arrive_and_wait();
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    int g = l >> 2, t = l % 4;
+    for (int i = 0; i < 8; i++) A[g + 8 * ((i / 2) % 2)][2 * t + (i % 2) + 8 * (i / 4)] = w.a[l][i];
+    for (int i = 0; i < 4; i++) B[2 * t + (i % 2) + 8 * (i / 2)][g] = w.b[l][i];
+    for (int i = 0; i < 4; i++) C[g + 8 * (i / 2)][2 * t + (i % 2)] = w.c[l][i];
+  }
+  w.bar->arrive_and_wait();
+  int g = emu_lane >> 2, t = emu_lane % 4;
+  float4 d;
+  float* dp = &d.x;
+  for (int i = 0; i < 4; i++) {
+    int r = g + 8 * (i / 2), col = 2 * t + (i % 2);
+    float s = C[r][col];
+    for (int k = 0; k < 16; k++) s += A[r][k] * B[k][col];
+    dp[i] = s;
+  }
+  return d;
+}
+)";
+// runs the kernel over the grid, one warp (32 threads) at a time
+const char* kEmuLaunch = R"(
+extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
+  const int nthreads = l[0] * l[1] * l[2];
+  for (int gz = 0; gz < g[2]; gz++) for (int gy = 0; gy < g[1]; gy++) for (int gx = 0; gx < g[0]; gx++)
+    for (int w0 = 0; w0 < nthreads; w0 += 32) {
+      std::barrier<> bar(32);
+      emu_warp warp{&bar, {}, {}, {}};
+      std::vector<std::thread> ts;
+      for (int lane = 0; lane < 32; lane++)
+        ts.emplace_back([&, lane] {
+          int tid = w0 + lane;
+          threadIdx = {tid % l[0], (tid / l[0]) % l[1], tid / (l[0] * l[1])};
+          blockIdx = {gx, gy, gz};
+          emu_w = &warp; emu_lane = lane;
+          EMU_KERNEL((float*)bufs[0], (const float*)bufs[1], (const float*)bufs[2]);
+        });
+      for (auto& t : ts) t.join();
+    }
+}
+)";
+
+// the kernel's source with the mma helper swapped for the emulation; empty when the layout isn't the expected one
+std::string emulated_source(const RenderedProgram& p) {
+  std::string src = p.src;
+  const size_t a = src.find("__device__ float4 __WMMA_8_16_16_half_float("), b = src.find("return c;}", a);
+  if (a == std::string::npos || b == std::string::npos) return "";
+  src.replace(a, b + 10 - a, std::string(kEmuMma) + "static float4 __WMMA_8_16_16_half_float(half8 a, half4 b, float4 c) { return emu_mma(a, b, c); }");
+  const size_t inc = src.find("#include <cuda_fp16.h>");
+  if (inc != std::string::npos) src.erase(inc, std::string("#include <cuda_fp16.h>").size());
+  return std::string(kEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n" + kEmuLaunch;
+}
+}  // namespace
+
+TEST(TensorCores, WarpLayoutEmulated) {
+  if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
+  std::mt19937 rng(7);
+  struct Shp { int64_t m, k, n; std::vector<Opt> extra; };
+  // the hand-coded TC opts, and a few extra ones a BEAM search could add after the TC opt
+  std::vector<Shp> shapes = {{64, 64, 32, {}}, {32, 48, 64, {}}, {128, 32, 64, {}},
+                             {64, 64, 64, {{OptOps::UPCAST, 0, 2}}}, {64, 64, 64, {{OptOps::UNROLL, 0, 2}}},
+                             {64, 64, 64, {{OptOps::LOCAL, 0, 2}}}};
+  int idx = 0;
+  for (int pair = 0; pair < 2; pair++)
+  for (const Shp& sh : shapes) {
+    Context pl({{"TC_PAIR_LOADS", pair}});   // and with the A operand's lanes loaded in pairs
+    SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" + std::to_string(sh.n) + " case " + std::to_string(idx));
+    Kernel k(gemm_ast(sh.m, sh.k, sh.n, dtypes::half, dtypes::float32, dtypes::float32), sm80());
+    if (sh.extra.empty()) k.hand_coded_optimizations();
+    else ASSERT_TRUE(k.apply_tensor_cores(1, sh.extra));
+    ASSERT_TRUE(k.tensor_core);
+    const RenderedProgram p = k.to_program();
+    const std::string src = emulated_source(p);
+    ASSERT_FALSE(src.empty()) << p.src;
+    const std::string base = testing::TempDir() + "tg_emu_" + std::to_string(getpid()) + "_" + std::to_string(idx++);
+    { FILE* f = std::fopen((base + ".cpp").c_str(), "w"); std::fputs(src.c_str(), f); std::fclose(f); }
+    const std::string cmd = "c++ -std=c++20 -O1 -shared -fPIC -w -o " + base + ".so " + base + ".cpp -lpthread";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << src;
+    void* h = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h) << dlerror();
+    auto launch = reinterpret_cast<void (*)(void**, const int*, const int*)>(dlsym(h, "emu_launch"));
+    ASSERT_TRUE(launch);
+    std::vector<float> A(sh.m * sh.k), B(sh.k * sh.n), C(sh.m * sh.n, NAN), ref(sh.m * sh.n, 0.0f);
+    std::uniform_int_distribution<int> d(-3, 3);
+    for (float& x : A) x = static_cast<float>(d(rng));
+    for (float& x : B) x = static_cast<float>(d(rng));
+    for (int64_t i = 0; i < sh.m; i++)
+      for (int64_t j = 0; j < sh.n; j++)
+        for (int64_t kk = 0; kk < sh.k; kk++) ref[i * sh.n + j] += A[i * sh.k + kk] * B[kk * sh.n + j];
+    void* bufs[3] = {C.data(), A.data(), B.data()};
+    int g[3], l[3];
+    for (int i = 0; i < 3; i++) g[i] = static_cast<int>(p.global_size[i]), l[i] = static_cast<int>(p.local_size[i]);
+    launch(bufs, g, l);
+    int bad = 0;
+    for (size_t i = 0; i < C.size(); i++) bad += !(C[i] == ref[i]);
+    EXPECT_EQ(bad, 0) << "first: " << C[0] << " vs " << ref[0] << "\n" << p.src;
+    dlclose(h);
+    std::remove((base + ".cpp").c_str());
+    std::remove((base + ".so").c_str());
+  }
+}
+
+// ---------------------------------------------------------------- on the GPU against the CPU
+
+namespace {
+bool have_cuda() { return cuda_device_count() > 0; }
+
+std::vector<float> to_floats(const Tensor& t) { return t.cast(dtypes::float32).to("CPU").tolist<float>(); }
+
+// ||out - ref|| / ||ref||, NaN counts as failure
+double rel_err(const std::vector<float>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  if (out.size() != ref.size()) return INFINITY;
+  for (size_t i = 0; i < out.size(); i++) {
+    if (std::isnan(out[i])) return INFINITY;
+    num += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);
+    den += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+// a (b,)m,k @ k,n GEMM on the GPU against the same math in float32 on the CPU; returns the GPU's kernels' TC use
+void check_gemm(int64_t b, int64_t m, int64_t k, int64_t n, DType din, std::optional<DType> acc, bool trans_a, bool trans_b,
+                bool epilogue, double tol) {
+  SCOPED_TRACE(std::to_string(b) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) + " " + din.str() +
+               (trans_a ? " At" : "") + (trans_b ? " Bt" : "") + (epilogue ? " bias+relu" : ""));
+  Shape sa = trans_a ? Shape{k, m} : Shape{m, k}, sb = trans_b ? Shape{n, k} : Shape{k, n};
+  if (b > 1) sa.insert(sa.begin(), b), sb.insert(sb.begin(), b);
+  Tensor a = (Tensor::randn(sa, {.device = "CPU"}) * 0.5).cast(din).realize(), bm = (Tensor::randn(sb, {.device = "CPU"}) * 0.5).cast(din).realize();
+  Tensor bias = Tensor::randn({n}, {.device = "CPU"}).cast(din).realize();
+  auto f = [&](const Tensor& x, const Tensor& y, const Tensor& bi) {
+    Tensor xa = trans_a ? x.transpose(-1, -2) : x, yb = trans_b ? y.transpose(-1, -2) : y;
+    Tensor r = xa.matmul(yb, false, acc);
+    return epilogue ? (r + bi).relu() : r;
+  };
+  std::vector<float> ref = to_floats(f(a.cast(dtypes::float32), bm.cast(dtypes::float32), bias.cast(dtypes::float32)));
+  std::vector<float> out = to_floats(f(a.to("CUDA"), bm.to("CUDA"), bias.to("CUDA")));
+  EXPECT_LT(rel_err(out, ref), tol);
+}
+}  // namespace
+
+TEST(TensorCoresGPU, GemmShapes) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(12);
+  // square, and M/N/K not multiples of any tile (TC_OPT=2 pads them)
+  Context ctx({{"TC_OPT", 2}});
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{256, 256, 256}, {1000, 1000, 1000}, {4097, 64, 33}, {1, 256, 128},
+                                                          {128, 1, 64}, {100, 300, 70}})
+    check_gemm(1, m, k, n, dtypes::half, std::nullopt, false, false, false, 5e-3);
+}
+
+TEST(TensorCoresGPU, DtypesBatchedTransposedEpilogue) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(13);
+  check_gemm(1, 512, 256, 384, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+  check_gemm(1, 256, 512, 256, dtypes::half, dtypes::half, false, false, false, 2e-2);   // fp16 accumulate and out
+  check_gemm(3, 128, 192, 64, dtypes::half, std::nullopt, false, false, false, 5e-3);     // batched
+  check_gemm(1, 256, 128, 192, dtypes::half, std::nullopt, true, false, false, 5e-3);     // A transposed
+  check_gemm(1, 256, 128, 192, dtypes::half, std::nullopt, false, true, false, 5e-3);     // B transposed
+  check_gemm(2, 128, 256, 128, dtypes::half, std::nullopt, false, false, true, 5e-3);     // bias + relu fused
+}
+
+TEST(TensorCoresGPU, Conv2dHalf) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(14);
+  Tensor x = Tensor::randn({4, 32, 14, 14}, {.device = "CPU"}).cast(dtypes::half).realize();
+  Tensor w = (Tensor::randn({64, 32, 3, 3}, {.device = "CPU"}) * 0.1).cast(dtypes::half).realize();
+  std::vector<float> ref = to_floats(x.cast(dtypes::float32).conv2d(w.cast(dtypes::float32), std::nullopt, 1, {1}, {1}, {1}));
+  std::vector<float> out = to_floats(x.to("CUDA").conv2d(w.to("CUDA"), std::nullopt, 1, {1}, {1}, {1}));
+  EXPECT_LT(rel_err(out, ref), 5e-3);
+}
