@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -12,7 +13,10 @@ namespace {
 // Context overrides live here; the process environment is the fallback.
 std::mutex& ctx_mutex() { static std::mutex m; return m; }
 std::map<std::string, std::string>& overrides() { static std::map<std::string, std::string> m; return m; }
+std::atomic<uint64_t> generation{1};
 }  // namespace
+
+uint64_t context_generation() { return generation.load(std::memory_order_acquire); }
 
 std::string getenv_str(const std::string& key, const std::string& default_value) {
   {
@@ -45,6 +49,7 @@ Context::Context(std::initializer_list<std::pair<std::string, int64_t>> vars) {
     saved_[k] = it == overrides().end() ? std::pair<bool, std::string>{false, ""} : std::pair<bool, std::string>{true, it->second};
     overrides()[k] = v;
   }
+  generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 Context::Context(const std::map<std::string, std::string>& vars) {
@@ -54,6 +59,7 @@ Context::Context(const std::map<std::string, std::string>& vars) {
     saved_[k] = it == overrides().end() ? std::pair<bool, std::string>{false, ""} : std::pair<bool, std::string>{true, it->second};
     overrides()[k] = v;
   }
+  generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 Context::~Context() {
@@ -62,6 +68,7 @@ Context::~Context() {
     if (s.first) overrides()[k] = s.second;
     else overrides().erase(k);
   }
+  generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 Timing::Timing(std::string prefix, bool enabled)

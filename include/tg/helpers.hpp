@@ -32,6 +32,9 @@ class Context {
   std::map<std::string, std::pair<bool, std::string>> saved_;
 };
 
+// Bumped by every tg::Context change: a setting cached with this number stays valid while it is equal.
+uint64_t context_generation();
+
 inline int debug() { return static_cast<int>(getenv("DEBUG")); }
 
 // Global counters (tinygrad's GlobalCounters): ops, memory traffic, kernels, time.

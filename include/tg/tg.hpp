@@ -6,6 +6,7 @@
 #include "tg/jit.hpp"
 #include "tg/nn.hpp"
 #include "tg/optim.hpp"
+#include "tg/origin.hpp"
 #include "tg/schedule.hpp"
 #include "tg/shapetracker.hpp"
 #include "tg/state.hpp"

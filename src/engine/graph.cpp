@@ -59,6 +59,16 @@ std::string esc(const std::string& s) {
 
 std::string after_dot(const std::string& s) { return s.substr(s.find('.') + 1); }
 
+std::string const_str(const ConstType& c) {
+  if (auto d = std::get_if<double>(&c)) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", *d);
+    return buf;
+  }
+  if (auto b = std::get_if<bool>(&c)) return *b ? "True" : "False";
+  return std::to_string(const_to_int(c));
+}
+
 std::pair<std::string, const char*> op_text(const LazyBuffer& b) {
   if (b.realized()) return {"BUFFER", kBufferColor};
   return std::visit(
@@ -68,7 +78,7 @@ std::pair<std::string, const char*> op_text(const LazyBuffer& b) {
         else if constexpr (std::is_same_v<T, ReduceOps>) return {after_dot(to_string(op)), kReduceColor};
         else if constexpr (std::is_same_v<T, MetaOps>) {
           std::string t = after_dot(to_string(op));
-          if (op == MetaOps::CONST) t += " " + std::visit([](auto v) { return std::to_string(v); }, std::get<ConstType>(b.arg));
+          if (op == MetaOps::CONST) t += " " + const_str(std::get<ConstType>(b.arg));
           return {t, kMetaColor};
         } else return {after_dot(to_string(op)), kAluColor};
       },
@@ -119,7 +129,13 @@ int lb_node(State& s, LazyBuffer* b, bool is_out) {
 
 }  // namespace
 
-bool enabled() { return getenv("GRAPH") >= 1; }
+// read again only after a tg::Context changed something: off costs a compare per call
+bool enabled() {
+  thread_local uint64_t gen = 0;
+  thread_local bool on = false;
+  if (const uint64_t g = context_generation(); g != gen) on = getenv("GRAPH") >= 1, gen = g;
+  return on;
+}
 
 void log_lazy(const std::vector<LazyBufferPtr>& outs) {
   State& s = state();

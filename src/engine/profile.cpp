@@ -3,30 +3,83 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
+#include <unordered_map>
 
+#include "engine/realize.hpp"
+#include "lazy/metadata.hpp"
 #include "tg/helpers.hpp"
 
 namespace tg::profile {
 
 namespace {
-std::mutex mu;
-std::vector<Event>& store() {
-  static auto* ev = new std::vector<Event>();   // leaked: the exit hook may run after static destructors
-  return *ev;
+// a kernel as recorded: formatting waits for save(), so recording costs a copy and a lock
+using MD = std::vector<std::string>;
+struct KernelRec {
+  std::shared_ptr<Runner> prg;
+  double ts_us, dur_us;
+  bool jit;
+  const MD* metadata;   // interned
+};
+struct Store {
+  std::mutex mu;
+  std::vector<Event> host;
+  std::vector<KernelRec> kernels;
+  std::set<MD> metadata;                                 // each distinct list once
+  std::unordered_map<const std::string*, const MD*> by_address;   // a replayed item's list: no compare of contents
+  bool hook = false;
+};
+
+// the interned copy of md; a JIT replay passes the same vector every step, found by its address
+const MD* intern(Store& s, const MD& md) {
+  if (md.empty()) return nullptr;
+  auto it = s.by_address.find(md.data());
+  if (it != s.by_address.end() && *it->second == md) return it->second;
+  const MD* p = &*s.metadata.insert(md).first;
+  s.by_address[md.data()] = p;
+  return p;
+}
+Store& store() {
+  static auto* s = new Store();   // leaked: the exit hook may run after static destructors
+  return *s;
 }
 const auto t0 = std::chrono::steady_clock::now();
-bool exit_hook = false;
 
+std::string trimmed(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == '\033') {   // ANSI colors of DEBUG names
+      while (i < s.size() && s[i] != 'm') i++;
+      continue;
+    }
+    o += s[i];
+  }
+  const size_t b = o.find_first_not_of(' '), e = o.find_last_not_of(' ');
+  return b == std::string::npos ? o : o.substr(b, e - b + 1);
+}
+
+Event format_kernel(const KernelRec& k) {
+  const double d = std::max(k.dur_us, 1e-6) * 1e3;   // ns
+  Event e{trimmed(k.prg->display_name), k.prg->device, k.ts_us, k.dur_us, {}};
+  e.args = {{"time_us", jnum(k.dur_us)}, {"GFLOPS", jnum(k.prg->op_estimate / d)}, {"GB/s", jnum(k.prg->mem_estimate / d)},
+            {"jit", k.jit ? "true" : "false"}};
+  if (k.metadata) e.args.emplace_back("metadata", jstr(format_metadata(*k.metadata)));
+  return e;
+}
+
+void ensure_hook(Store& s);
 void at_exit() {
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (store().empty()) return;
+    Store& s = store();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.host.empty() && s.kernels.empty()) return;
   }
   try {
     const std::string path = save();
@@ -35,22 +88,33 @@ void at_exit() {
     std::fprintf(stderr, "%s\n", e.what());
   }
 }
+void ensure_hook(Store& s) {
+  if (!s.hook) s.hook = true, std::atexit(at_exit);
+}
 }  // namespace
 
-bool enabled() { return getenv("PROFILE") >= 1; }
+bool enabled() {
+  thread_local uint64_t gen = 0;
+  thread_local bool on = false;
+  if (const uint64_t g = context_generation(); g != gen) on = getenv("PROFILE") >= 1, gen = g;
+  return on;
+}
 
 double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(); }
 
 void add(Event e) {
-  std::lock_guard<std::mutex> lock(mu);
-  if (!exit_hook) exit_hook = true, std::atexit(at_exit);
-  store().push_back(std::move(e));
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ensure_hook(s);
+  s.host.push_back(std::move(e));
 }
 
-void device_event(const std::string& device, const std::string& name, double seconds,
-                  std::vector<std::pair<std::string, std::string>> args) {
+void kernel_event(std::shared_ptr<Runner> prg, double seconds, bool jit, const std::vector<std::string>& metadata) {
   const double end = now_us(), dur = seconds * 1e6;
-  add(Event{name, device, end - dur, dur, std::move(args)});
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ensure_hook(s);
+  s.kernels.push_back(KernelRec{std::move(prg), end - dur, dur, jit, intern(s, metadata)});
 }
 
 Span::Span(const char* cat, std::string name) : on_(enabled()) {
@@ -95,12 +159,18 @@ std::string jnum(double v) {
 }
 
 std::vector<Event> events() {
-  std::lock_guard<std::mutex> lock(mu);
-  return store();
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::vector<Event> ev = s.host;
+  for (const KernelRec& k : s.kernels) ev.push_back(format_kernel(k));
+  return ev;
 }
 void clear() {
-  std::lock_guard<std::mutex> lock(mu);
-  store().clear();
+  Store& s = store();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.host.clear();
+  s.kernels.clear();
+  s.by_address.clear();   // the interned lists stay: nothing points at them after this
 }
 
 std::string default_path() {

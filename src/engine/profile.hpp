@@ -5,8 +5,13 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace tg {
+class Runner;
+}
 
 namespace tg::profile {
 
@@ -20,9 +25,9 @@ struct Event {
 
 double now_us();
 void add(Event e);
-// a kernel or copy that ran on device for `seconds`, ending about now
-void device_event(const std::string& device, const std::string& name, double seconds,
-                  std::vector<std::pair<std::string, std::string>> args);
+// a kernel or copy that ran on its device for `seconds`, ending about now. Recorded raw (the runner
+// and the ops' names); names and figures are formatted when the trace is written.
+void kernel_event(std::shared_ptr<Runner> prg, double seconds, bool jit, const std::vector<std::string>& metadata);
 
 // RAII host span: { profile::Span s("schedule"); ... }   nothing recorded when disabled
 class Span {
@@ -42,7 +47,7 @@ class Span {
 std::string jstr(const std::string& s);   // quoted, escaped, ANSI colors removed
 std::string jnum(double v);
 
-std::vector<Event> events();   // a copy, for tests
+std::vector<Event> events();   // everything recorded, formatted (for tests)
 void clear();
 // Writes the trace; returns the path (PROFILEPATH or the default). Also runs at exit when events exist.
 std::string save();

@@ -240,12 +240,16 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
     ret = std::make_shared<CompiledRunner>(p, it->second->lib);
     ret->mem_estimate = it->second->mem_estimate;
   } else {
-    profile::Span span("codegen");
-    auto k = get_kernel(get_renderer(dname), ast);
-    RenderedProgram p = k->to_program();
+    std::unique_ptr<Kernel> k;
+    RenderedProgram p;
+    {
+      profile::Span span("codegen");   // opts, lowering, rendering; the compile is its own span
+      k = get_kernel(get_renderer(dname), ast);
+      p = k->to_program();
+      span.arg("kernel", profile::jstr(p.function_name));
+    }
     p.device = dname;
     if (std::string dir = getenv_str("REPLAY_DIR"); !dir.empty()) save_replay(dir, ast, *k, p);
-    span.arg("kernel", profile::jstr(p.function_name));
     ret = std::make_shared<CompiledRunner>(p);
     ret->mem_estimate = k->mem_estimate();
     method_cache[bkey] = ret;
@@ -280,13 +284,7 @@ std::optional<double> ExecItem::run(const VarVals& var_vals, bool wait, bool jit
   }
   const bool prof = profile::enabled();
   std::optional<double> et = (*prg)(raw, var_vals, wait || prof || debug() >= 2);
-  if (prof && et) {
-    const double d = std::max(*et, 1e-12) * 1e9;
-    std::vector<std::pair<std::string, std::string>> args{{"time_us", profile::jnum(*et * 1e6)}, {"GFLOPS", profile::jnum(prg->op_estimate / d)},
-                                                          {"GB/s", profile::jnum(prg->mem_estimate / d)}, {"jit", jit ? "true" : "false"}};
-    if (!metadata.empty()) args.emplace_back("metadata", profile::jstr(format_metadata(metadata)));
-    profile::device_event(prg->device, trimmed(prg->display_name), *et, std::move(args));
-  }
+  if (prof && et) profile::kernel_event(prg, *et, jit, metadata);
   if (!do_update_stats) return et;
   GlobalCounters::kernel_count += 1;
   GlobalCounters::global_ops += prg->op_estimate;
