@@ -112,8 +112,8 @@ std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& buf
   return std::nullopt;
 }
 
-BufferCopy::BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device)
-    : Runner("", dest_device, 0, total_sz) {
+BufferCopy::BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device, bool symbolic)
+    : Runner("", dest_device, 0, total_sz), symbolic_(symbolic) {
   const std::string d = dest_device.substr(0, 7), s = src_device.substr(0, 7);
   std::string n = total_sz >= 1000000 ? "copy " + fmt("%7.2f", total_sz / 1e6) + "M, " : "copy " + fmt("%8.0f", double(total_sz)) + ", ";
   display_name = colored(n + fmt("%7s", d) + " <- " + fmt("%-7s", s), "yellow");
@@ -121,10 +121,12 @@ BufferCopy::BufferCopy(int64_t total_sz, const std::string& dest_device, const s
 
 std::optional<double> BufferCopy::operator()(const std::vector<Buffer*>& bufs, const VarVals&, bool wait) {
   Buffer &dest = *bufs.at(0), &src = *bufs.at(1);
-  if (dest.size != src.size || dest.dtype != src.dtype)
+  if (dest.dtype != src.dtype || (dest.size != src.size && !symbolic_))
     throw Error("buffer copy mismatch: " + dest.str() + " <- " + src.str() + "; a COPY needs the same size and dtype");
   auto st = std::chrono::steady_clock::now();
-  copy_buffer(dest, src);
+  // a symbolic buffer is allocated for the variables' max while its source may hold only the bound
+  // elements: the live elements are a prefix of both, so the shorter one is copied
+  copy_buffer(dest, src, std::min(dest.nbytes(), src.nbytes()));
   if (!wait) return std::nullopt;
   dest.dev().synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - st).count();
@@ -321,7 +323,7 @@ ExecItem lower_schedule_item(const ScheduleItem& si) {
     case MetaOps::KERNEL: return ExecItem{get_runner(out_device, Access::uop(si.ast)), si.bufs, si.metadata};
     case MetaOps::COPY:
       TG_ASSERT(si.bufs.size() == 2, "a COPY has a destination and a source: " + si.str());
-      return ExecItem{std::make_shared<BufferCopy>(si.bufs[0]->nbytes(), out_device, si.bufs[1]->device), si.bufs, si.metadata};
+      return ExecItem{std::make_shared<BufferCopy>(si.bufs[0]->nbytes(), out_device, si.bufs[1]->device, !si.var_vals.empty()), si.bufs, si.metadata};
     case MetaOps::EMPTY: return ExecItem{std::make_shared<EmptyOp>(*si.bufs[0]), si.bufs, si.metadata};
     case MetaOps::VIEW: return ExecItem{std::make_shared<ViewOp>(*si.bufs[0]), si.bufs, si.metadata};
     default: throw Error("don't know how to run a " + to_string(si.kind) + " schedule item: " + si.str());

@@ -45,8 +45,11 @@ class CompiledRunner : public Runner {
 // Copies bufs[1] into bufs[0] (any two devices; through the host when neither is host memory).
 class BufferCopy : public Runner {
  public:
-  BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device);
+  BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device, bool symbolic = false);
   std::optional<double> operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) override;
+
+ private:
+  bool symbolic_;   // the copied tensor has symbolic dims: its buffers may be sized for different values
 };
 
 // Allocation only: the buffer is allocated by ExecItem::run.

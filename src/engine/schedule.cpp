@@ -182,6 +182,7 @@ class GroupLowerer {
       if (!out->op_is(m)) continue;
       si.kind = m;
       for (auto& x : out->srcs) si.inputs.push_back(x->base());
+      if (m == MetaOps::COPY && out->st.symbolic()) (void)out->st.unbind(&si.var_vals);   // the copy sees the values
       add_metadata(out);
       si.metadata = std::move(metadata_);
       return si;

@@ -87,9 +87,14 @@ void copy_buffer(Buffer& dest, Buffer& src) {
   if (dest.nbytes() != src.nbytes())
     throw Error("copy_buffer: size mismatch, " + dest.str() + " has " + std::to_string(dest.nbytes()) + " bytes, " + src.str() +
                 " has " + std::to_string(src.nbytes()));
+  copy_buffer(dest, src, src.nbytes());
+}
+
+void copy_buffer(Buffer& dest, Buffer& src, int64_t nbytes) {
+  TG_ASSERT(nbytes <= dest.nbytes() && nbytes <= src.nbytes(), "copy_buffer: " + std::to_string(nbytes) + " bytes don't fit " + dest.str() + " <- " + src.str());
   if (!src.is_allocated()) throw Error("copy_buffer: source " + src.str() + " is not allocated");
   dest.ensure_allocated();
-  size_t n = static_cast<size_t>(src.nbytes());
+  size_t n = static_cast<size_t>(nbytes);
   if (n == 0) return;
   if (const void* h = src.allocator().as_host(src.ptr())) { dest.copyin(h, n); return; }
   if (const void* h = dest.allocator().as_host(dest.ptr()); h && dest.device.rfind("DISK", 0) != 0) {

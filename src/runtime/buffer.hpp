@@ -54,5 +54,6 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
 // Copies src's bytes into dest (same nbytes) across any two devices: directly when one side is
 // host memory (CPU, DISK), else through a host staging copy. Allocates dest if needed.
 void copy_buffer(Buffer& dest, Buffer& src);
+void copy_buffer(Buffer& dest, Buffer& src, int64_t nbytes);   // the first nbytes of src
 
 }  // namespace tg
