@@ -18,6 +18,7 @@
 
 #include "runtime/device.hpp"
 #include "runtime/threadpool.hpp"
+#include "runtime/tools.hpp"
 #include "tg/helpers.hpp"
 
 extern char** environ;
@@ -60,25 +61,6 @@ struct TempFile {
   explicit TempFile(const std::string& suffix) : path(make_temp(suffix)) {}
   ~TempFile() { unlink(path.c_str()); }
 };
-
-// Runs argv (PATH lookup), stdout+stderr to log. Returns the exit status; -1 with errno when exec failed.
-int run_process(const std::vector<std::string>& argv, const std::string& log, int& exec_errno) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) { exec_errno = rc; return -1; }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) { exec_errno = ENOENT; return -1; }   // shells, older libcs
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 bool on_path(const std::string& exe) {
   std::string path = getenv_str("PATH", "/usr/bin:/bin");

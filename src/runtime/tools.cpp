@@ -43,8 +43,7 @@ std::string write_temp(const std::string& prefix, const std::string& suffix, con
   return path;
 }
 
-int run_tool(const std::vector<std::string>& argv, std::string* output) {
-  const std::string log = write_temp("tg_tool", ".log", "");
+int run_process(const std::vector<std::string>& argv, const std::string& log, int& exec_errno) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -55,9 +54,17 @@ int run_tool(const std::vector<std::string>& argv, std::string* output) {
   pid_t pid;
   int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) { exec_errno = rc; return -1; }
   int status = 0;
-  if (rc == 0)
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) { exec_errno = ENOENT; return -1; }   // shells, older libcs
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run_tool(const std::vector<std::string>& argv, std::string* output) {
+  const std::string log = write_temp("tg_tool", ".log", "");
+  int err = 0;
+  const int rc = run_process(argv, log, err);
   if (output) {
     std::ifstream f(log, std::ios::binary);
     std::ostringstream s;
@@ -65,8 +72,7 @@ int run_tool(const std::vector<std::string>& argv, std::string* output) {
     *output = s.str();
   }
   unlink(log.c_str());
-  if (rc != 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return rc;
 }
 
 }  // namespace tg
