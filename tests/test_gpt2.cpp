@@ -9,6 +9,7 @@
 
 #include <tg/tg.hpp>
 
+#include "engine/realize.hpp"
 #include "gpt2/generate.hpp"
 #include "gpt2/model.hpp"
 #include "gpt2/tokenizer.hpp"
@@ -90,27 +91,83 @@ TEST(Gpt2Load, PytorchBinLogitsMatchLibtorch) {
   expect_logits(m(ref.token_slice(0, kSeq)), ref, 0, kSeq, "pytorch_model.bin, no cache");
 }
 
+// the decode step as Generator runs it: start_pos and one token per row as bound Variables
+tg::TinyJit decode_jit(gpt2::Transformer& m, int64_t ctx) {
+  return tg::TinyJit([&m, ctx](const std::vector<Tensor>&, const std::vector<tg::Variable>& vars) {
+    return std::vector<Tensor>{m(std::vector<tg::Variable>(vars.begin() + 1, vars.end()), vars[0], ctx)};
+  });
+}
+std::vector<tg::Variable> decode_vars(int64_t pos, int64_t ctx, const std::vector<int32_t>& toks) {
+  std::vector<tg::Variable> v = {tg::Variable("start_pos", 1, ctx - 1).bind(pos)};
+  for (size_t b = 0; b < toks.size(); b++) v.push_back(tg::Variable("tok" + std::to_string(b), 0, kVocab - 1).bind(toks[b]));
+  return v;
+}
+
 TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) {
   Reference ref;
   gpt2::Transformer m = load(kDir);
   const int64_t ctx = 16;
-  expect_logits(m(ref.token_slice(0, kPrompt), gpt2::StartPos{0, {}}, ctx), ref, 0, kPrompt, "prompt through the cache");
-  tg::TinyJit step([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{m(in[0], gpt2::StartPos{0, in[1]}, ctx)}; });
+  expect_logits(m(ref.token_slice(0, kPrompt), 0, ctx), ref, 0, kPrompt, "prompt through the cache");
+  tg::TinyJit step = decode_jit(m, ctx);
   for (int64_t t = kPrompt; t < kSeq; t++) {
-    Tensor pos = Tensor::from(std::vector<int32_t>{int32_t(t)}, {1}, Opts{tg::dtypes::int32});
-    Tensor logits = step({ref.token_slice(t, t + 1), pos})[0];
+    std::vector<int32_t> toks = ref.token_slice(t, t + 1).tolist<int32_t>();
+    Tensor logits = step({}, decode_vars(t, ctx, toks))[0];
     expect_logits(logits, ref, t, t + 1, "cached decode step " + std::to_string(t) + " (jit call " + std::to_string(step.cnt()) + ")");
   }
-  EXPECT_GE(step.cnt(), 4);
+  EXPECT_EQ(step.cnt(), kSeq - kPrompt);
   EXPECT_GT(step.captured_kernels(), 0u);   // the later steps were replays of one capture
 }
 
+// Every position of the context: the jitted cached step's logits equal those of one uncached forward pass
+// over the whole sequence (causal, so position p sees tokens 0..p only), and after the capture no kernel
+// is compiled or captured again.
+TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
+  gpt2::Transformer m = load(kDir);
+  const int64_t ctx = 32, prompt = 3;   // the fixture's n_positions
+  std::vector<int32_t> flat;
+  for (int64_t b = 0; b < 2; b++)
+    for (int64_t p = 0; p < ctx; p++) flat.push_back(int32_t((p * 37 + b * 11 + p * p) % kVocab));
+  auto tok = [&](int64_t b, int64_t p) { return flat[size_t(b * ctx + p)]; };
+  Tensor all = Tensor::from(flat, {2, ctx}, Opts{tg::dtypes::int32});
+  std::vector<float> want = m(all).tolist<float>();   // (2, ctx, V), no cache
+  m(all.shrink({{0, 2}, {0, prompt}}), 0, ctx).realize();
+  tg::TinyJit step = decode_jit(m, ctx);
+  size_t kernels = 0;
+  for (int64_t pos = prompt; pos < ctx; pos++) {
+    size_t compiled = tg::method_cache_size();
+    std::vector<float> got = step({}, decode_vars(pos, ctx, {tok(0, pos), tok(1, pos)}))[0].tolist<float>();
+    if (pos == prompt + 1) kernels = step.captured_kernels();   // captured on the second call
+    if (pos > prompt + 1) {
+      EXPECT_EQ(step.captured_kernels(), kernels) << "position " << pos;
+      EXPECT_EQ(tg::method_cache_size(), compiled) << "a kernel was compiled for position " << pos;
+    }
+    ASSERT_EQ(got.size(), size_t(2 * kVocab));
+    for (int64_t b = 0; b < 2; b++)
+      for (int64_t v = 0; v < kVocab; v++)
+        ASSERT_NEAR(got[size_t(b * kVocab + v)], want[size_t((b * ctx + pos) * kVocab + v)], 1e-4) << "row " << b << " position " << pos << " token " << v;
+  }
+  EXPECT_GT(kernels, 0u);
+  EXPECT_EQ(step.cnt(), ctx - prompt);
+}
+
 TEST(Gpt2Cache, StaticStartPosMatchesLibtorch) {
-  // tokens at a known position without the buffer (the path the prompt takes), several at once
+  // tokens at a known position (the path the prompt takes), several at once
   Reference ref;
   gpt2::Transformer m = load(kDir);
-  m(ref.token_slice(0, 4), gpt2::StartPos{0, {}}, 12);
-  expect_logits(m(ref.token_slice(4, kSeq), gpt2::StartPos{4, {}}, 12), ref, 4, kSeq, "6 tokens at start_pos 4");
+  m(ref.token_slice(0, 4), 0, 12);
+  expect_logits(m(ref.token_slice(4, kSeq), 4, 12), ref, 4, kSeq, "6 tokens at start_pos 4");
+}
+
+TEST(Gpt2Cache, SymbolicStartPosErrors) {
+  gpt2::Transformer m = load(kDir);
+  tg::Variable sp("start_pos", 1, 15);
+  m(Tensor::from(std::vector<int32_t>{1, 2}, {1, 2}, Opts{tg::dtypes::int32}), 0, 16);
+  EXPECT_THROW(m(Tensor::from(std::vector<int32_t>{1, 2}, {1, 2}, Opts{tg::dtypes::int32}), sp.bind(2), 16), tg::Error);   // T > 1
+  EXPECT_THROW(m(std::vector<tg::Variable>{tg::Variable("tok0", 0, 127).bind(3)}, tg::Variable("start_pos", 1, 40).bind(2), 16),
+               tg::Error);   // start_pos range beyond the cache
+  EXPECT_THROW(m(std::vector<tg::Variable>{tg::Variable("tok0", 0, 128).bind(3)}, sp.bind(2), 16), tg::Error);   // beyond the vocabulary
+  EXPECT_THROW(m(std::vector<tg::Variable>{tg::Variable("tok0", 0, 127)}, sp.bind(2), 16), tg::Error);   // unbound token
+  EXPECT_THROW(m(Tensor::from(std::vector<int32_t>{1}, {1, 1}, Opts{tg::dtypes::int32}), 3), tg::Error);   // start_pos without a cache
 }
 
 TEST(Gpt2Cache, GreedyGenerationWithCacheEqualsWithout) {

@@ -1,5 +1,7 @@
 #include "gpt2/generate.hpp"
 
+#include <algorithm>
+
 namespace gpt2 {
 
 using tg::Opts;
@@ -30,12 +32,15 @@ Tensor token_tensor(const std::vector<std::vector<int>>& rows, const std::string
 
 Generator::Generator(Transformer& model, int64_t max_context, double temperature, bool use_jit)
     : model_(model), max_context_(max_context), temperature_(temperature), use_jit_(use_jit), device_(model.wte.weight.device()),
-      jit_([this](const std::vector<Tensor>& in) {
-        StartPos p{0, in[1]};
-        return std::vector<Tensor>{sample(last_logits(model_(in[0], p, max_context_)), temperature_)};
-      }) {
+      start_pos_("start_pos", 1, std::max<int64_t>(1, max_context - 1)),
+      jit_([this](const std::vector<Tensor>&, const std::vector<tg::Variable>& vars) { return std::vector<Tensor>{decode(vars)}; }) {
   if (max_context < 1 || max_context > model.cfg.n_positions)
     throw tg::Error("gpt2: max_context " + std::to_string(max_context) + " must be in 1.." + std::to_string(model.cfg.n_positions));
+}
+
+Tensor Generator::decode(const std::vector<tg::Variable>& vars) {
+  std::vector<tg::Variable> toks(vars.begin() + 1, vars.end());
+  return sample(last_logits(model_(toks, vars[0], max_context_)), temperature_);
 }
 
 std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
@@ -43,19 +48,27 @@ std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
   model_.reset_cache();
   jit_.reset();
   pos_ = 0;
-  Tensor logits = model_(token_tensor(rows, device_, model_.cfg.vocab_size), StartPos{0, {}}, max_context_);
+  Tensor logits = model_(token_tensor(rows, device_, model_.cfg.vocab_size), 0, max_context_);
   pos_ = int64_t(rows[0].size());
+  token_vars_.clear();
+  for (size_t b = 0; b < rows.size(); b++) token_vars_.emplace_back("tok" + std::to_string(b), 0, model_.cfg.vocab_size - 1);
   return sample(last_logits(logits), temperature_).tolist<int32_t>();
 }
 
 std::vector<int> Generator::step(const std::vector<int>& tokens) {
   if (pos_ >= max_context_)
     throw tg::Error("gpt2: the context of " + std::to_string(max_context_) + " tokens is full; raise max_context");
-  std::vector<std::vector<int>> rows;
-  for (int t : tokens) rows.push_back({t});
-  Tensor tok = token_tensor(rows, device_, model_.cfg.vocab_size);
-  Tensor p = Tensor::from(std::vector<int32_t>{int32_t(pos_)}, {1}, Opts{tg::dtypes::int32, device_, false});
-  Tensor next = use_jit_ ? jit_({tok, p})[0] : sample(last_logits(model_(tok, StartPos{0, p}, max_context_)), temperature_);
+  if (tokens.size() != token_vars_.size())
+    throw tg::Error("gpt2: step got " + std::to_string(tokens.size()) + " tokens for " + std::to_string(token_vars_.size()) +
+                    " batch rows (call prompt() first)");
+  std::vector<tg::Variable> vars = {start_pos_.bind(pos_)};
+  for (size_t b = 0; b < tokens.size(); b++) {
+    if (tokens[b] < 0 || tokens[b] >= model_.cfg.vocab_size)
+      throw tg::Error("gpt2: token id " + std::to_string(tokens[b]) + " is outside the model's vocabulary (0.." +
+                      std::to_string(model_.cfg.vocab_size - 1) + ")");
+    vars.push_back(token_vars_[b].bind(tokens[b]));
+  }
+  Tensor next = use_jit_ ? jit_({}, vars)[0] : decode(vars);
   pos_++;
   return next.tolist<int32_t>();
 }

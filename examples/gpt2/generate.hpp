@@ -1,5 +1,6 @@
-// Text generation with the KV cache: the prompt runs in one call, then one token per call through a
-// TinyJit whose single capture serves every position (start_pos travels in a realized buffer).
+// Text generation with the KV cache (tinygrad 0.9.2 examples/gpt2.py): the prompt runs in one call
+// with a concrete start_pos, then one token per call through a TinyJit whose single capture serves
+// every position: start_pos and the tokens are bound Variables, passed as values on each replay.
 #pragma once
 #include <functional>
 
@@ -21,6 +22,7 @@ class Generator {
   std::vector<int> step(const std::vector<int>& tokens);
   int64_t pos() const { return pos_; }
   size_t jit_kernels() const { return jit_.captured_kernels(); }
+  int jit_calls() const { return jit_.cnt(); }
 
  private:
   Transformer& model_;
@@ -29,7 +31,10 @@ class Generator {
   bool use_jit_;
   int64_t pos_ = 0;
   std::string device_;
+  tg::Variable start_pos_;
+  std::vector<tg::Variable> token_vars_;   // one per batch row
   tg::TinyJit jit_;
+  Tensor decode(const std::vector<tg::Variable>& vars);   // vars: start_pos, then the row tokens
 };
 
 // Greedy or sampled generation with no cache: every step reruns the whole sequence (tests compare it

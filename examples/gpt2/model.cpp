@@ -36,46 +36,47 @@ void Attention::collect(const std::string& p, tg::nn::NamedTensors& out) {
   c_proj.collect(p + "c_proj.", out);
 }
 
-std::tuple<Tensor, Tensor, Tensor> Attention::cached_kv(const Tensor& k, const Tensor& v, const StartPos& pos, int64_t max_context) {
-  int64_t B = k.shape()[0], T = k.shape()[1];
-  if (!cache_kv || cache_kv->shape()[1] != B || cache_kv->shape()[2] != max_context || cache_kv->dtype() != k.dtype())
-    cache_kv = Tensor::zeros({2, B, max_context, n_head, head_dim}, Opts{k.dtype(), k.device(), false}).contiguous().realize();
-  Tensor kv = Tensor::stack({k, v});   // (2, B, T, H, Dh)
-  Tensor slots = Tensor::arange(max_context, Opts{tg::dtypes::int32, k.device(), false});
-  if (pos.buf) {
-    // one token at the position held in the buffer: write that row, attend to rows 0..start_pos
-    if (T != 1) throw tg::Error("gpt2: a start_pos buffer takes one token per call, got " + std::to_string(T));
-    Tensor p = pos.buf->reshape({1});
-    cache_kv->assign((slots == p).reshape({1, 1, max_context, 1, 1}).where(kv, *cache_kv)).realize();
-    Tensor mask = (slots <= p).reshape({1, max_context});
-    return {(*cache_kv)[{0}], (*cache_kv)[{1}], mask};
-  }
-  int64_t s = pos.value;
-  if (s < 0 || s + T > max_context)
-    throw tg::Error("gpt2: tokens " + std::to_string(s) + ".." + std::to_string(s + T) + " don't fit the context of " +
-                    std::to_string(max_context) + "; raise max_context (n_positions is the limit)");
-  Tensor rows = ((slots >= s) & (slots < s + T)).reshape({1, 1, max_context, 1, 1});
-  Tensor padded = kv.pad({{0, 0}, {0, 0}, {s, max_context - s - T}, {0, 0}, {0, 0}});
-  cache_kv->assign(rows.where(padded, *cache_kv)).realize();
-  Tensor keys = (*cache_kv)[{0}].shrink({{0, B}, {0, s + T}, {0, n_head}, {0, head_dim}});
-  Tensor vals = (*cache_kv)[{1}].shrink({{0, B}, {0, s + T}, {0, n_head}, {0, head_dim}});
-  Tensor mask = Tensor::ones({T, s + T}, Opts{tg::dtypes::bool_, k.device(), false}).tril(int(s));
-  return {keys, vals, mask};
-}
+namespace {
+using SRange = std::pair<tg::sint, tg::sint>;
+std::string str(const tg::sint& s) { return s.is_const() ? std::to_string(s.const_value()) : s.render(); }
+}  // namespace
 
-Tensor Attention::operator()(const Tensor& x, const StartPos& pos, int64_t max_context) {
+Tensor Attention::operator()(const Tensor& x, const tg::sint& start_pos, int64_t max_context) {
   int64_t B = x.shape()[0], T = x.shape()[1], dim = n_head * head_dim;
   Tensor xqkv = c_attn(x);
   auto part = [&](int64_t i) { return xqkv.shrink({{0, B}, {0, T}, {i * dim, (i + 1) * dim}}).reshape({B, T, n_head, head_dim}); };
-  Tensor q = part(0), k = part(1), v = part(2);
-  auto [keys, vals, mask] = max_context > 0 ? cached_kv(k, v, pos, max_context)
-                                            : std::tuple{k, v, Tensor::ones({T, T}, Opts{tg::dtypes::bool_, x.device(), false}).tril(0)};
+  Tensor q = part(0), k = part(1), v = part(2), keys = k, vals = v;
+  bool symbolic = !start_pos.is_const();
+  int64_t s = symbolic ? -1 : start_pos.const_value();
+  if (symbolic && T != 1)
+    throw tg::Error("gpt2: a symbolic start_pos (" + start_pos.render() + ") takes one token per row, got " + std::to_string(T) +
+                    "; run the prompt with a concrete start_pos");
+  if (max_context > 0) {
+    if (start_pos.vmin() < 0 || start_pos.vmax() + T > max_context)
+      throw tg::Error("gpt2: tokens at " + str(start_pos) + ".." + str(start_pos + T) + " don't fit the context of " +
+                      std::to_string(max_context) + "; raise max_context (n_positions is the limit)");
+    if (!cache_kv || cache_kv->shape()[1] != B || cache_kv->shape()[2] != max_context || cache_kv->dtype() != k.dtype())
+      cache_kv = Tensor::zeros({2, B, max_context, n_head, head_dim}, Opts{k.dtype(), k.device(), false}).contiguous().realize();
+    // this call's rows of the cache, written in place (tinygrad: cache_kv.shrink(...).assign(...))
+    std::vector<SRange> rows = {{0, 2}, {0, B}, {start_pos, start_pos + T}, {0, n_head}, {0, head_dim}};
+    cache_kv->shrink(rows).assign(Tensor::stack({k, v})).realize();
+    if (symbolic || s > 0) {   // attend to every row so far; at start_pos 0 the keys are k and v themselves
+      std::vector<SRange> upto = {{0, B}, {0, start_pos + T}, {0, n_head}, {0, head_dim}};
+      keys = (*cache_kv)[{0}].shrink(upto);
+      vals = (*cache_kv)[{1}].shrink(upto);
+    }
+  } else if (s != 0) {
+    throw tg::Error("gpt2: start_pos " + str(start_pos) + " needs the KV cache (max_context > 0)");
+  }
+  // causal mask over the T new queries; a single query sees every key, so decode steps need none
+  std::optional<Tensor> mask;
+  if (T > 1) mask = Tensor::ones({T, s + T}, Opts{tg::dtypes::bool_, x.device(), false}).tril(int(s));
   Tensor a = q.transpose(1, 2).scaled_dot_product_attention(keys.transpose(1, 2), vals.transpose(1, 2), mask);
   return c_proj(a.transpose(1, 2).reshape({B, T, dim}));
 }
 
-Tensor Block::operator()(const Tensor& x, const StartPos& pos, int64_t max_context) {
-  Tensor hcur = x + attn(ln_1(x), pos, max_context);
+Tensor Block::operator()(const Tensor& x, const tg::sint& start_pos, int64_t max_context) {
+  Tensor hcur = x + attn(ln_1(x), start_pos, max_context);
   return hcur + mlp(ln_2(hcur));
 }
 void MLP::collect(const std::string& p, tg::nn::NamedTensors& out) {
@@ -157,16 +158,31 @@ void randomize(Transformer& model, uint64_t seed, const std::string& device) {
   model.reset_cache();
 }
 
-Tensor Transformer::operator()(const Tensor& tokens, const StartPos& pos, int64_t max_context) {
+Tensor Transformer::operator()(const Tensor& tokens, const tg::sint& start_pos, int64_t max_context) {
   if (tokens.ndim() != 2) throw tg::Error("gpt2: tokens must be (batch, seq), got " + tg::to_str(tokens.shape()));
-  int64_t T = tokens.shape()[1];
-  if (!pos.buf && pos.value + T > cfg.n_positions)
-    throw tg::Error("gpt2: positions " + std::to_string(pos.value) + ".." + std::to_string(pos.value + T) + " exceed n_positions " +
-                    std::to_string(cfg.n_positions));
-  Tensor pos_emb = pos.buf ? wpe(pos.buf->reshape({1, 1}))
-                           : wpe.weight.shrink({{pos.value, pos.value + T}, {0, cfg.n_embd}}).reshape({1, T, cfg.n_embd});
-  Tensor x = wte(tokens) + pos_emb;
-  for (auto& b : h) x = b(x, pos, max_context);
+  return forward(wte(tokens), start_pos, max_context);
+}
+
+Tensor Transformer::operator()(const std::vector<tg::Variable>& tokens, const tg::sint& start_pos, int64_t max_context) {
+  if (tokens.empty()) throw tg::Error("gpt2: decode needs one token Variable per batch row, got none");
+  std::vector<Tensor> rows;
+  for (const tg::Variable& t : tokens) {
+    if (!t.val() || t.min() < 0 || t.max() >= cfg.vocab_size)
+      throw tg::Error("gpt2: token Variable '" + t.name() + "' must be bound, with a range inside 0.." + std::to_string(cfg.vocab_size - 1));
+    rows.push_back(wte.weight.shrink(std::vector<SRange>{{t, t + 1}, {0, cfg.n_embd}}));
+  }
+  Tensor emb = rows.size() == 1 ? rows[0] : Tensor::cat(rows, 0);
+  return forward(emb.reshape({int64_t(rows.size()), 1, cfg.n_embd}), start_pos, max_context);
+}
+
+Tensor Transformer::forward(const Tensor& tok_emb, const tg::sint& start_pos, int64_t max_context) {
+  int64_t T = tok_emb.shape()[1];
+  if (start_pos.vmin() < 0 || start_pos.vmax() + T > cfg.n_positions)
+    throw tg::Error("gpt2: positions " + str(start_pos) + ".." + str(start_pos + T) + " (up to " + std::to_string(start_pos.vmax() + T) +
+                    ") exceed n_positions " + std::to_string(cfg.n_positions));
+  Tensor pos_emb = wpe.weight.shrink(std::vector<SRange>{{start_pos, start_pos + T}, {0, cfg.n_embd}}).reshape({1, T, cfg.n_embd});
+  Tensor x = tok_emb + pos_emb;
+  for (auto& b : h) x = b(x, start_pos, max_context);
   // lm_head is tied to wte
   return ln_f(x).matmul(wte.weight.T()).float_();
 }

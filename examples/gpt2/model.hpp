@@ -21,16 +21,6 @@ struct Config {
   int64_t n_params() const;                            // with lm_head tied to wte
 };
 
-// Where the new tokens go in the KV cache. Today: a concrete position (the prompt, runs without a
-// cache) or a realized (1,) int32 buffer holding it (one decode token per call, so one TinyJit capture
-// serves every position: the cache has a fixed length and the buffer masks it). When symbolic shapes
-// land, `buf` becomes a bound Variable and attention shrinks the cache to 0:start_pos+1 instead
-// (Attention::cached_kv is the one place that changes).
-struct StartPos {
-  int64_t value = 0;
-  std::optional<Tensor> buf;
-};
-
 // HF's Conv1D: weight (in, out), y = x @ weight + bias. The weight is kept as a transposed view of an
 // (out, in) contiguous buffer (see place()): a decode step's matrix-vector product then reads each output's
 // weights as one contiguous row, which streams at full bandwidth (the (in, out) layout read 64 bytes per row
@@ -47,12 +37,12 @@ struct Attention : tg::nn::Module {
   int64_t n_head, head_dim;
   std::optional<Tensor> cache_kv;   // (2, B, max_context, n_head, head_dim), allocated on first cached call
   Attention(int64_t dim, int64_t n_head);
-  // x: (B, T, dim). max_context == 0: no cache (causal attention over x alone).
-  Tensor operator()(const Tensor& x, const StartPos& pos, int64_t max_context);
+  // x: (B, T, dim) at positions start_pos..start_pos+T-1. max_context == 0: no cache (causal attention
+  // over x alone). Otherwise k, v go to cache rows start_pos.. and the queries attend to rows
+  // 0..start_pos+T-1. start_pos may be a bound Variable (then T must be 1: one decode token, no mask),
+  // so that one TinyJit capture serves every position.
+  Tensor operator()(const Tensor& x, const tg::sint& start_pos, int64_t max_context);
   void collect(const std::string& p, tg::nn::NamedTensors& out) override;
- private:
-  // writes k, v (B, T, H, Dh) into the cache; returns the keys, values and the attention mask to use
-  std::tuple<Tensor, Tensor, Tensor> cached_kv(const Tensor& k, const Tensor& v, const StartPos& pos, int64_t max_context);
 };
 
 struct MLP : tg::nn::Module {
@@ -67,7 +57,7 @@ struct Block : tg::nn::Module {
   Attention attn;
   MLP mlp;
   Block(int64_t dim, int64_t n_head, double eps) : ln_1(dim, eps), ln_2(dim, eps), attn(dim, n_head), mlp(dim) {}
-  Tensor operator()(const Tensor& x, const StartPos& pos, int64_t max_context);
+  Tensor operator()(const Tensor& x, const tg::sint& start_pos, int64_t max_context);
   void collect(const std::string& p, tg::nn::NamedTensors& out) override;
 };
 
@@ -81,16 +71,22 @@ class Transformer : public tg::nn::Module {
   // Parameters start as HF's initialization (normal(0, 0.02) weights, zero biases, unit norms) on the
   // default device, seeded by Tensor::manual_seed; a checkpoint loader overwrites them.
   explicit Transformer(const Config& cfg);
-  // tokens: (B, T) int32. Returns logits (B, T, vocab_size) in float32.
+  // tokens: (B, T) int32 at positions start_pos..start_pos+T-1. Returns logits (B, T, vocab_size) in float32.
   // max_context > 0 uses the KV cache of that length (allocated on the first call, kept until
-  // reset_cache); pos.buf requires T == 1.
-  Tensor operator()(const Tensor& tokens, const StartPos& pos = {}, int64_t max_context = 0);
+  // reset_cache). A symbolic start_pos (a bound Variable) takes one token per row (T == 1).
+  Tensor operator()(const Tensor& tokens, const tg::sint& start_pos = 0, int64_t max_context = 0);
+  // One decode token per row, each a bound Variable in [0, vocab_size): the embedding reads one row of
+  // wte per token (tinygrad's gpt2 does this for batch 1) instead of a one-hot product over all of wte.
+  // Returns logits (B, 1, vocab_size).
+  Tensor operator()(const std::vector<tg::Variable>& tokens, const tg::sint& start_pos, int64_t max_context);
   void reset_cache();
   // The form a parameter is kept in: contiguous, except Conv1D weights, (in, out) views of (out, in) buffers.
   static Tensor place(const std::string& key, const Tensor& t);
   // Moves every parameter to `device` and casts floats to `dtype` (fp16 inference).
   void to(const std::string& device, tg::DType dtype);
   void collect(const std::string& p, tg::nn::NamedTensors& out) override;
+ private:
+  Tensor forward(const Tensor& tok_emb, const tg::sint& start_pos, int64_t max_context);
 };
 
 // Seeded random weights for runs without a checkpoint: HF's initialization (normal(0, 0.02) matrices and
