@@ -43,35 +43,37 @@ std::string str(const tg::sint& s) { return s.is_const() ? std::to_string(s.cons
 
 Tensor Attention::operator()(const Tensor& x, const tg::sint& start_pos, int64_t max_context) {
   int64_t B = x.shape()[0], T = x.shape()[1], dim = n_head * head_dim;
-  Tensor xqkv = c_attn(x);
-  auto part = [&](int64_t i) { return xqkv.shrink({{0, B}, {0, T}, {i * dim, (i + 1) * dim}}).reshape({B, T, n_head, head_dim}); };
-  Tensor q = part(0), k = part(1), v = part(2), keys = k, vals = v;
   bool symbolic = !start_pos.is_const();
   int64_t s = symbolic ? -1 : start_pos.const_value();
   if (symbolic && T != 1)
     throw tg::Error("gpt2: a symbolic start_pos (" + start_pos.render() + ") takes one token per row, got " + std::to_string(T) +
                     "; run the prompt with a concrete start_pos");
+  // q, k, v of the new tokens, and the keys and values they attend to: (B, len, 3*dim) -> (B, H, len, Dh) each
+  Tensor xqkv = c_attn(x);
+  auto heads = [&](const Tensor& t, int64_t i, const tg::sint& from, const tg::sint& to) {
+    return t.shrink(std::vector<SRange>{{0, B}, {from, to}, {i * dim, (i + 1) * dim}})
+        .reshape(std::vector<tg::sint>{B, to - from, n_head, head_dim})
+        .transpose(1, 2);
+  };
+  Tensor q = heads(xqkv, 0, 0, T), keys = heads(xqkv, 1, 0, T), vals = heads(xqkv, 2, 0, T);
   if (max_context > 0) {
     if (start_pos.vmin() < 0 || start_pos.vmax() + T > max_context)
       throw tg::Error("gpt2: tokens at " + str(start_pos) + ".." + str(start_pos + T) + " don't fit the context of " +
                       std::to_string(max_context) + "; raise max_context (n_positions is the limit)");
-    if (!cache_kv || cache_kv->shape()[1] != B || cache_kv->shape()[2] != max_context || cache_kv->dtype() != k.dtype())
-      cache_kv = Tensor::zeros({2, B, max_context, n_head, head_dim}, Opts{k.dtype(), k.device(), false}).contiguous().realize();
-    // this call's rows of the cache, written in place (tinygrad: cache_kv.shrink(...).assign(...))
-    std::vector<SRange> rows = {{0, 2}, {0, B}, {start_pos, start_pos + T}, {0, n_head}, {0, head_dim}};
-    cache_kv->shrink(rows).assign(Tensor::stack({k, v})).realize();
-    if (symbolic || s > 0) {   // attend to every row so far; at start_pos 0 the keys are k and v themselves
-      std::vector<SRange> upto = {{0, B}, {0, start_pos + T}, {0, n_head}, {0, head_dim}};
-      keys = (*cache_kv)[{0}].shrink(upto);
-      vals = (*cache_kv)[{1}].shrink(upto);
-    }
+    if (!cache_qkv || cache_qkv->shape()[0] != B || cache_qkv->shape()[1] != max_context || cache_qkv->dtype() != xqkv.dtype())
+      cache_qkv = Tensor::zeros({B, max_context, 3 * dim}, Opts{xqkv.dtype(), x.device(), false}).contiguous().realize();
+    // this call's rows of the cache, written in place by c_attn's kernel (tinygrad: cache.shrink(...).assign(...))
+    cache_qkv->shrink(std::vector<SRange>{{0, B}, {start_pos, start_pos + T}, {0, 3 * dim}}).assign(xqkv).realize();
+    q = heads(*cache_qkv, 0, start_pos, start_pos + T);
+    keys = heads(*cache_qkv, 1, 0, start_pos + T);
+    vals = heads(*cache_qkv, 2, 0, start_pos + T);
   } else if (s != 0) {
     throw tg::Error("gpt2: start_pos " + str(start_pos) + " needs the KV cache (max_context > 0)");
   }
   // causal mask over the T new queries; a single query sees every key, so decode steps need none
   std::optional<Tensor> mask;
   if (T > 1) mask = Tensor::ones({T, s + T}, Opts{tg::dtypes::bool_, x.device(), false}).tril(int(s));
-  Tensor a = q.transpose(1, 2).scaled_dot_product_attention(keys.transpose(1, 2), vals.transpose(1, 2), mask);
+  Tensor a = q.scaled_dot_product_attention(keys, vals, mask);
   return c_proj(a.transpose(1, 2).reshape({B, T, dim}));
 }
 
@@ -108,7 +110,7 @@ void Transformer::collect(const std::string& p, tg::nn::NamedTensors& out) {
 }
 
 void Transformer::reset_cache() {
-  for (auto& b : h) b.attn.cache_kv.reset();
+  for (auto& b : h) b.attn.cache_qkv.reset();
 }
 
 Tensor Transformer::place(const std::string& key, const Tensor& t) {

@@ -35,7 +35,9 @@ struct Conv1D : tg::nn::Module {
 struct Attention : tg::nn::Module {
   Conv1D c_attn, c_proj;
   int64_t n_head, head_dim;
-  std::optional<Tensor> cache_kv;   // (2, B, max_context, n_head, head_dim), allocated on first cached call
+  // (B, max_context, 3 * dim): row t holds q, k, v of position t. c_attn's kernel stores straight into
+  // it (an assign fused with the matmul), so the cache update costs no kernel of its own; q rides along.
+  std::optional<Tensor> cache_qkv;
   Attention(int64_t dim, int64_t n_head);
   // x: (B, T, dim) at positions start_pos..start_pos+T-1. max_context == 0: no cache (causal attention
   // over x alone). Otherwise k, v go to cache rows start_pos.. and the queries attend to rows
