@@ -1,12 +1,27 @@
-// GPT-2 124M decode speed (JSON lines): tokens/s at batch 1 after a 20-token prompt, random weights
-// (the same numbers in both implementations), next to libtorch (Debian's 1.13: generic BLAS, addmm as HF's Conv1D) running the same model with a KV cache in
-// the same process (when built with it), and the memory bound: weight bytes per token over the elementwise
-// bandwidth (c = a*b+1, fp32, 3 streams, as limits.c) measured in the same run. Also time to first token.
-//   DEVICE=CPU|CUDA TOKENS=32 HALF=0|1 THREADS=n TORCH_THREADS=n bench_gpt2
-#include <algorithm>
+// GPT-2 124M decode speed and time to first token (JSON lines). Batch 1, random weights (seeded), greedy,
+// a 20-token prompt, then TOKENS decode steps through the KV cache under TinyJit.
+//   DEVICE=CPU|CUDA TOKENS=32 HALF=0|1 THREADS=n TORCH_THREADS=n CHECKPOINT=dir bench_gpt2
+// The parent writes the weights once as a Hugging Face checkpoint (model.safetensors + config.json) in a
+// temporary folder, then runs tg twice in fresh child processes (this binary with --child), each loading the
+// checkpoint through DISK and generating:
+//   cold: an empty kernel cache (CACHEDB points at a new file), so every kernel is compiled;
+//   warm: the same cache again (the disk cache holds every kernel; the file is in the page cache).
+// Each child reports load time, time to first token (load + schedule + compile + the prompt), decode tok/s,
+// kernels per token and its peak resident memory. In the same run, on the CPU: the memory bound (weight bytes
+// per token / bandwidth from bench/limits.hpp: the elementwise c=a*b+1 figure the issue names, and the
+// read-only sum figure) and libtorch (when built with it) running the same model on the same weights.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -14,60 +29,95 @@
 
 #include "gpt2/generate.hpp"
 #include "gpt2/model.hpp"
+#include "limits.hpp"
 #ifdef TG_HAVE_TORCH
 #include <torch/torch.h>
 #endif
 
+extern char** environ;
+
 using clk = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 
 namespace {
 
 double secs(clk::time_point a) { return std::chrono::duration<double>(clk::now() - a).count(); }
 
-// c = a*b + 1 over three 128 MiB fp32 arrays on every thread; best of 10 (a shared machine preempts), in GB/s
-double elementwise_gbps(int threads) {
-  const size_t n = size_t(1) << 25;
-  std::vector<float> a(n, 1.f), b(n, 2.f), c(n, 0.f);
-  double best = 1e9;
-  for (int r = 0; r < 10; r++) {
-    auto t = clk::now();
-    std::vector<std::thread> ts;
-    for (int k = 0; k < threads; k++)
-      ts.emplace_back([&, k] {
-        size_t lo = n * size_t(k) / size_t(threads), hi = n * size_t(k + 1) / size_t(threads);
-        for (size_t i = lo; i < hi; i++) c[i] = a[i] * b[i] + 1.f;
-      });
-    for (auto& th : ts) th.join();
-    best = std::min(best, secs(t));
-  }
-  return 3.0 * 4 * double(n) / best / 1e9;
+std::vector<int> prompt_tokens(int64_t vocab) {
+  std::vector<int> p;
+  for (int k = 0; k < 20; k++) p.push_back((k * 7919 + 11) % int(vocab));
+  return p;
 }
 
-// The tg model's weights read back to the host, (in, out) as HF stores them, for libtorch
-struct HostWeights {
-  std::vector<std::pair<std::string, std::vector<float>>> w;
-  std::vector<tg::Shape> shapes;
-};
-HostWeights read_weights(gpt2::Transformer& m) {
-  HostWeights h;
-  for (auto& [k, t] : m.named_tensors()) {
-    h.w.push_back({k, t->to("CPU").float_().tolist<float>()});
-    h.shapes.push_back(t->shape());
-  }
-  return h;
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;   // KiB on Linux
 }
 
-struct Result { double tok_s, first_token_s; size_t kernels; };
-
-Result bench_tg(gpt2::Transformer& m, const std::vector<int>& prompt, int tokens) {
+// ---- child: one fresh process loads the checkpoint and generates; writes key=value lines to `out`
+int child(const std::string& dir, const std::string& out, int tokens, bool half) {
   auto t0 = clk::now();
-  gpt2::Generator g(m, int64_t(prompt.size()) + tokens + 4, 0);
+  std::string device = tg::Device::default_device();
+  gpt2::Loaded l = gpt2::load_checkpoint_config(dir, gpt2::Config{});
+  gpt2::Transformer m(l.cfg);
+  gpt2::load_checkpoint(m, l.file, device);
+  if (half) m.to(device, tg::dtypes::float16);
+  tg::Device::synchronize(device);
+  double load_s = secs(t0);
+  std::vector<int> prompt = prompt_tokens(l.cfg.vocab_size);
+  gpt2::Generator g(m, int64_t(prompt.size()) + tokens + 8, 0);
   std::vector<int> next = g.prompt({prompt});
-  double first = secs(t0);
+  double first_s = secs(t0);
+  auto t1 = clk::now();
   for (int i = 0; i < 3; i++) next = g.step(next);   // run, capture, first replay
+  double capture_s = secs(t1);
   auto t = clk::now();
   for (int i = 0; i < tokens; i++) next = g.step(next);
-  return {tokens / secs(t), first, g.jit_kernels()};
+  double tok_s = tokens / secs(t);
+  std::ofstream f(out);
+  f << "load_s " << load_s << "\nfirst_token_s " << first_s << "\ncapture_s " << capture_s << "\ntok_s " << tok_s << "\nkernels "
+    << g.jit_kernels() << "\npeak_rss_mb " << peak_rss_mb() << "\nlast_token " << next[0] << "\n";
+  return f ? 0 : 1;
+}
+
+std::map<std::string, double> run_child(const std::string& dir, const std::string& cachedb, int tokens, bool half) {
+  std::string out = dir + "/result.txt";
+  fs::remove(out);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; e++)
+    if (std::string(*e).rfind("CACHEDB=", 0) != 0) env.push_back(*e);
+  env.push_back("CACHEDB=" + cachedb);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = fs::read_symlink("/proc/self/exe").string(), n = std::to_string(tokens), h = half ? "1" : "0";
+  std::vector<std::string> args = {self, "--child", dir, out, n, h};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) throw tg::Error("bench_gpt2: can't spawn " + self);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw tg::Error("bench_gpt2: the child run failed (status " + std::to_string(status) + ")");
+  std::map<std::string, double> r;
+  std::ifstream f(out);
+  std::string k;
+  double v;
+  while (f >> k >> v) r[k] = v;
+  return r;
+}
+
+// The checkpoint every run reads: HF layout, fp32, seeded random weights
+void write_checkpoint(const std::string& dir, const gpt2::Config& cfg) {
+  gpt2::Transformer m(cfg);
+  gpt2::randomize(m, 1234, "CPU");
+  tg::nn::state::StateDict sd;
+  for (auto& [k, t] : m.named_tensors()) sd.insert_or_assign(k, *t);
+  tg::nn::state::safe_save(sd, dir + "/model.safetensors");
+  std::ofstream(dir + "/config.json") << "{\"n_layer\": " << cfg.n_layer << ", \"n_embd\": " << cfg.n_embd << ", \"n_head\": " << cfg.n_head
+                                      << ", \"n_positions\": " << cfg.n_positions << ", \"vocab_size\": " << cfg.vocab_size << "}\n";
 }
 
 #ifdef TG_HAVE_TORCH
@@ -77,9 +127,11 @@ struct TorchGPT2 {
   std::map<std::string, torch::Tensor> w;
   std::vector<torch::Tensor> kc, vc;
   int64_t pos = 0;
-  TorchGPT2(const gpt2::Config& cfg, const HostWeights& h, int64_t ctx, torch::Dtype dt) : c(cfg) {
-    for (size_t i = 0; i < h.w.size(); i++)
-      w[h.w[i].first] = torch::from_blob(const_cast<float*>(h.w[i].second.data()), h.shapes[i], torch::kFloat32).to(dt).clone();
+  TorchGPT2(const gpt2::Config& cfg, const std::string& file, int64_t ctx, torch::Dtype dt) : c(cfg) {
+    for (auto& [k, t] : tg::nn::state::safe_load(file)) {
+      std::vector<float> v = t.to("CPU").tolist<float>();
+      w[k] = torch::from_blob(v.data(), t.shape(), torch::kFloat32).to(dt).clone();
+    }
     for (int64_t l = 0; l < c.n_layer; l++) {
       kc.push_back(torch::zeros({1, c.n_head, ctx, c.n_embd / c.n_head}, dt));
       vc.push_back(torch::zeros({1, c.n_head, ctx, c.n_embd / c.n_head}, dt));
@@ -113,63 +165,97 @@ struct TorchGPT2 {
   }
 };
 
-Result bench_torch(const gpt2::Config& cfg, const HostWeights& h, const std::vector<int>& prompt, int tokens, bool half) {
+struct TorchResult { double tok_s, first_token_s; int64_t last; };
+TorchResult bench_torch(const gpt2::Config& cfg, const std::string& file, const std::vector<int>& prompt, int tokens, bool half) {
   auto t0 = clk::now();
-  TorchGPT2 m(cfg, h, int64_t(prompt.size()) + tokens + 4, half ? torch::kBFloat16 : torch::kFloat32);
+  TorchGPT2 m(cfg, file, int64_t(prompt.size()) + tokens + 8, half ? torch::kBFloat16 : torch::kFloat32);
   int64_t next = m.forward(std::vector<int64_t>(prompt.begin(), prompt.end()));
   double first = secs(t0);
   for (int i = 0; i < 3; i++) next = m.forward({next});
   auto t = clk::now();
   for (int i = 0; i < tokens; i++) next = m.forward({next});
-  return {tokens / secs(t), first, 0};
+  return {tokens / secs(t), first, next};
 }
 #endif
 
+std::string num(double v, int prec = 3) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.*f", prec, v);
+  return b;
+}
+
+int parent() {
+  const std::string device = tg::Device::default_device();
+  const int tokens = int(tg::getenv("TOKENS", 32));
+  const bool half = tg::getenv("HALF", 0) != 0;
+  const int threads = int(tg::getenv("THREADS", int64_t(std::max(1u, std::thread::hardware_concurrency()))));
+  const gpt2::Config cfg = gpt2::Config::named("gpt2");
+  const double weight_bytes = double(cfg.n_params()) * (half ? 2 : 4);
+  const char* dt = half ? "fp16" : "fp32";
+
+  // CHECKPOINT=dir keeps the checkpoint there (written once, reused by later runs)
+  const std::string keep = tg::getenv_str("CHECKPOINT", "");
+  fs::path dir = keep.empty() ? fs::temp_directory_path() / ("tg_bench_gpt2_" + std::to_string(::getpid())) : fs::path(keep);
+  fs::create_directories(dir);
+  struct Cleanup { fs::path p; ~Cleanup() { std::error_code ec; if (!p.empty()) fs::remove_all(p, ec); } } cleanup{keep.empty() ? dir : fs::path()};
+  if (!fs::exists(dir / "model.safetensors")) {
+    auto tw = clk::now();
+    write_checkpoint(dir.string(), cfg);
+    std::printf("{\"note\":\"wrote GPT-2 124M random weights (seed 1234) as %s/model.safetensors in %.1f s; the machine may be shared\"}\n",
+                dir.c_str(), secs(tw));
+    std::fflush(stdout);
+  }
+  fs::remove(dir / "kernels.db");
+  const std::string cachedb = (dir / "kernels.db").string();
+  std::map<std::string, double> cold = run_child(dir.string(), cachedb, tokens, half);
+  std::map<std::string, double> warm = run_child(dir.string(), cachedb, tokens, half);
+  for (auto& [name, r] : {std::pair{"cold", &cold}, std::pair{"warm", &warm}}) {
+    std::printf("{\"bench\":\"gpt2_first_token\",\"impl\":\"tg\",\"device\":\"%s\",\"dtype\":\"%s\",\"kernel_cache\":\"%s\",\"what\":\"fresh "
+                "process: load the safetensors checkpoint through DISK, schedule, %s, run the 20-token prompt\",\"load_s\":%s,"
+                "\"first_token_s\":%s,\"capture_s\":%s,\"peak_rss_MB\":%s}\n",
+                device.c_str(), dt, name, name == std::string("cold") ? "compile every kernel" : "kernels from the disk cache",
+                num((*r)["load_s"]).c_str(), num((*r)["first_token_s"]).c_str(), num((*r)["capture_s"]).c_str(), num((*r)["peak_rss_mb"], 0).c_str());
+  }
+  double tok_s = warm["tok_s"];
+  std::string vs_elem = "null", vs_sum = "null";
+  if (device == "CPU") {
+    auto lim = tgbench::measure_limits(threads);
+    for (const char* k : {"elementwise_GBps", "sum_GBps"}) std::printf("%s\n", tgbench::limit_json(k, lim[k]).c_str());
+    double be = lim["elementwise_GBps"].value * 1e9 / weight_bytes, bs = lim["sum_GBps"].value * 1e9 / weight_bytes;
+    std::printf("{\"limit\":\"gpt2_decode_tok_s_bound\",\"weight_MB_per_token\":%.1f,\"by_elementwise\":%.2f,\"by_sum\":%.2f,\"what\":\"weight "
+                "bytes per token / bandwidth, same run\"}\n", weight_bytes / 1e6, be, bs);
+    vs_elem = num(tok_s / be), vs_sum = num(tok_s / bs);
+  }
+  std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"tg\",\"device\":\"%s\",\"dtype\":\"%s\",\"what\":\"GPT-2 124M random weights, batch 1, greedy, "
+              "after a 20-token prompt, TinyJit replay with a symbolic start_pos\",\"tokens\":%d,\"tok_s\":%.2f,\"tok_s_cold_process\":%.2f,"
+              "\"kernels_per_token\":%d,\"vs_bound_elementwise\":%s,\"vs_bound_sum\":%s}\n",
+              device.c_str(), dt, tokens, tok_s, cold["tok_s"], int(warm["kernels"]), vs_elem.c_str(), vs_sum.c_str());
+  std::fflush(stdout);
+#ifdef TG_HAVE_TORCH
+  if (device == "CPU") {
+    const int tthreads = int(tg::getenv("TORCH_THREADS", threads));
+    torch::set_num_threads(tthreads);
+    TorchResult t = bench_torch(cfg, (dir / "model.safetensors").string(), prompt_tokens(cfg.vocab_size), tokens, half);
+    std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch %d.%d\",\"device\":\"CPU\",\"dtype\":\"%s\",\"what\":\"same model and weights in this "
+                "process, eager, addmm, preallocated KV cache, %d threads\",\"tokens\":%d,\"tok_s\":%.2f,\"first_token_s_weights_in_memory\":%.3f,"
+                "\"tg_over_torch\":%.3f,\"same_last_token\":%s}\n",
+                TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, half ? "bf16" : "fp32", tthreads, tokens, t.tok_s, t.first_token_s, tok_s / t.tok_s,
+                half ? "null" : (t.last == int64_t(warm["last_token"]) ? "true" : "false"));
+  }
+#else
+  std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"value\":null,\"what\":\"built without libtorch\"}\n");
+#endif
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    const std::string device = tg::Device::default_device();
-    const int tokens = int(tg::getenv("TOKENS", 32));
-    const bool half = tg::getenv("HALF", 0) != 0;
-    const int threads = int(tg::getenv("THREADS", int64_t(std::max(1u, std::thread::hardware_concurrency()))));
-    gpt2::Config cfg = gpt2::Config::named("gpt2");
-    gpt2::Transformer m(cfg);
-    gpt2::randomize(m, 1234, device);
-    HostWeights h = read_weights(m);
-    if (half) m.to(device, tg::dtypes::float16);
-    std::vector<int> prompt;
-    for (int k = 0; k < 20; k++) prompt.push_back((k * 7919 + 11) % int(cfg.vocab_size));
-    const double weight_bytes = double(cfg.n_params()) * (half ? 2 : 4);
-    const char* dt = half ? "fp16" : "fp32";
-
-    Result r = bench_tg(m, prompt, tokens);
-    double bound = 0;
-    if (device == "CPU") {
-      double gbps = elementwise_gbps(threads);
-      bound = gbps * 1e9 / weight_bytes;
-      std::printf("{\"limit\":\"elementwise_GBps\",\"value\":%.1f,\"what\":\"c=a*b+1 fp32, 3 streams, %d threads, measured in this run\","
-                  "\"weight_MB_per_token\":%.1f,\"decode_tok_s_bound\":%.1f}\n", gbps, threads, weight_bytes / 1e6, bound);
-    }
-    std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"tg\",\"device\":\"%s\",\"dtype\":\"%s\",\"what\":\"GPT-2 124M random weights, batch 1, "
-                "greedy, after a 20-token prompt, TinyJit replay\",\"tokens\":%d,\"tok_s\":%.2f,\"kernels_per_token\":%zu,"
-                "\"first_token_s\":%.3f,\"vs_bound\":%s}\n", device.c_str(), dt, tokens, r.tok_s, r.kernels, r.first_token_s,
-                bound > 0 ? std::to_string(r.tok_s / bound).c_str() : "null");
-#ifdef TG_HAVE_TORCH
-    if (device == "CPU") {
-      const int tthreads = int(tg::getenv("TORCH_THREADS", threads));
-      torch::set_num_threads(tthreads);
-      Result t = bench_torch(cfg, h, prompt, tokens, half);
-      std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"device\":\"CPU\",\"dtype\":\"%s\",\"what\":\"same model and weights, "
-                  "eager, addmm, preallocated KV cache, %d threads; Debian's libtorch 1.13 has BLAS_INFO=generic\",\"tokens\":%d,\"tok_s\":%.2f,\"first_token_s\":%.3f,\"tg_over_torch\":%.3f}\n",
-                  half ? "bf16" : "fp32", tthreads, tokens, t.tok_s, t.first_token_s, r.tok_s / t.tok_s);
-    }
-#else
-    std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"libtorch\",\"value\":null,\"what\":\"built without libtorch\"}\n");
-#endif
-  } catch (const tg::Error& e) {
+    if (argc == 6 && std::string(argv[1]) == "--child") return child(argv[2], argv[3], std::stoi(argv[4]), std::string(argv[5]) == "1");
+    return parent();
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpt2: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

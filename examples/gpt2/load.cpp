@@ -73,7 +73,6 @@ void load_checkpoint(Transformer& model, const std::string& file, const std::str
     if (mk.empty()) continue;
     if (!sd.emplace(mk, t).second) throw tg::Error("gpt2: " + file + " holds '" + mk + "' twice (with and without the 'transformer.' prefix)");
   }
-  std::vector<Tensor> loaded;
   std::set<std::string> used;
   for (auto& [k, t] : model.named_tensors()) {
     auto it = sd.find(k);
@@ -90,12 +89,12 @@ void load_checkpoint(Transformer& model, const std::string& file, const std::str
     Tensor m = v.to(device);
     if (m.dtype() != t->dtype()) m = m.cast(t->dtype());
     *t = Transformer::place(k, m);
-    loaded.push_back(*t);
+    // realized one by one: the copy of the file's bytes that place() transposes is freed to the allocator
+    // before the next tensor, which reuses it (one full copy of the weights in memory, not two)
+    t->realize();
   }
   for (auto& [k, t] : sd)
     if (!used.count(k)) throw tg::Error("gpt2: " + file + " has an unexpected tensor '" + k + "' " + tg::to_str(t.shape()) + " (not a GPT-2 key)");
-  Tensor first = loaded[0];
-  first.realize(std::vector<Tensor>(loaded.begin() + 1, loaded.end()));
   model.reset_cache();
 }
 
