@@ -188,6 +188,24 @@ TEST(Gpt2Cache, GreedyGenerationWithCacheEqualsWithout) {
   }
 }
 
+TEST(Gpt2Cache, GreedyArgmaxIsTheFirstMaximum) {
+  // rows padded to chunks of 1024: maxima in the first chunk, the last (partial) one, ties, all equal
+  const int64_t V = 2500;
+  std::vector<float> v(size_t(4 * V));
+  uint64_t s = 11;
+  for (auto& x : v) s = s * 6364136223846793005ULL + 1442695040888963407ULL, x = float((s >> 40) % 1000) / 100.f - 5.f;
+  v[size_t(0 * V + 3)] = 20, v[size_t(0 * V + 2000)] = 20;   // tie: the first wins
+  v[size_t(1 * V + V - 1)] = 30;                              // the last logit, in the partial chunk
+  v[size_t(2 * V + 1024)] = -1e30f, v[size_t(2 * V + 2047)] = 25;
+  std::fill(v.begin() + 3 * V, v.end(), -7.f);                // all equal: index 0
+  Tensor logits = Tensor::from(v, {4, V});
+  std::vector<int32_t> want = logits.argmax(-1).cast(tg::dtypes::int32).tolist<int32_t>();
+  EXPECT_EQ(want, (std::vector<int32_t>{3, V - 1, 2047, 0}));
+  EXPECT_EQ(gpt2::argmax_rows(logits, gpt2::reversed_positions(V, logits.device())).tolist<int32_t>(), want);
+  EXPECT_EQ(gpt2::sample(logits, 0).tolist<int32_t>(), want);
+  EXPECT_THROW(gpt2::argmax_rows(logits, gpt2::reversed_positions(5000, logits.device())), tg::Error);
+}
+
 TEST(Gpt2Cache, ContextOverflowIsAnError) {
   gpt2::Transformer m = load(kDir);
   gpt2::Generator g(m, 5, 0);

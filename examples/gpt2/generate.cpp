@@ -1,13 +1,30 @@
 #include "gpt2/generate.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gpt2 {
 
 using tg::Opts;
 
-Tensor sample(const Tensor& logits, double temperature) {
-  if (temperature <= 0) return logits.argmax(-1).cast(tg::dtypes::int32);
+constexpr int64_t kChunk = 1024;
+
+Tensor reversed_positions(int64_t vocab, const std::string& device) {
+  int64_t n = (vocab + kChunk - 1) / kChunk * kChunk;
+  return Tensor::arange(double(n - 1), -1.0, -1.0, Opts{tg::dtypes::int32, device, false}).reshape({n / kChunk, kChunk}).contiguous().realize();
+}
+
+Tensor argmax_rows(const Tensor& logits, const Tensor& positions) {
+  int64_t B = logits.shape()[0], V = logits.shape()[1], C = positions.shape()[0];
+  if (C * kChunk < V || (C - 1) * kChunk >= V) throw tg::Error("gpt2: argmax_rows: positions " + tg::to_str(positions.shape()) + " don't fit " + std::to_string(V) + " logits");
+  Tensor x = logits.pad({{0, 0}, {0, C * kChunk - V}}, -INFINITY).reshape({B, C, kChunk});
+  Tensor m = x.max(2).max(1).reshape({B, 1, 1});
+  Tensor last = (x == m).where(positions.reshape({1, C, kChunk}), 0).max(2).max(1);   // the largest reversed position
+  return (C * kChunk - 1 - last).cast(tg::dtypes::int32);
+}
+
+Tensor sample(const Tensor& logits, double temperature, const std::optional<Tensor>& positions) {
+  if (temperature <= 0) return argmax_rows(logits, positions ? *positions : reversed_positions(logits.shape()[1], logits.device()));
   return (logits / temperature).softmax(-1).multinomial(1).reshape({logits.shape()[0]}).cast(tg::dtypes::int32);
 }
 
@@ -33,6 +50,7 @@ Tensor token_tensor(const std::vector<std::vector<int>>& rows, const std::string
 Generator::Generator(Transformer& model, int64_t max_context, double temperature, bool use_jit)
     : model_(model), max_context_(max_context), temperature_(temperature), use_jit_(use_jit), device_(model.wte.weight.device()),
       start_pos_("start_pos", 1, std::max<int64_t>(1, max_context - 1)),
+      positions_(reversed_positions(model.cfg.vocab_size, device_)),
       jit_([this](const std::vector<Tensor>&, const std::vector<tg::Variable>& vars) { return std::vector<Tensor>{decode(vars)}; }) {
   if (max_context < 1 || max_context > model.cfg.n_positions)
     throw tg::Error("gpt2: max_context " + std::to_string(max_context) + " must be in 1.." + std::to_string(model.cfg.n_positions));
@@ -40,7 +58,7 @@ Generator::Generator(Transformer& model, int64_t max_context, double temperature
 
 Tensor Generator::decode(const std::vector<tg::Variable>& vars) {
   std::vector<tg::Variable> toks(vars.begin() + 1, vars.end());
-  return sample(last_logits(model_(toks, vars[0], max_context_)), temperature_);
+  return sample(last_logits(model_(toks, vars[0], max_context_)), temperature_, positions_);
 }
 
 std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
@@ -52,7 +70,7 @@ std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
   pos_ = int64_t(rows[0].size());
   token_vars_.clear();
   for (size_t b = 0; b < rows.size(); b++) token_vars_.emplace_back("tok" + std::to_string(b), 0, model_.cfg.vocab_size - 1);
-  return sample(last_logits(logits), temperature_).tolist<int32_t>();
+  return sample(last_logits(logits), temperature_, positions_).tolist<int32_t>();
 }
 
 std::vector<int> Generator::step(const std::vector<int>& tokens) {

@@ -3,13 +3,21 @@
 // every position: start_pos and the tokens are bound Variables, passed as values on each replay.
 #pragma once
 #include <functional>
+#include <optional>
 
 #include "gpt2/model.hpp"
 
 namespace gpt2 {
 
-// logits (B, V) -> next tokens (B,) int32: argmax when temperature == 0, else a sample of softmax(logits / t).
-Tensor sample(const Tensor& logits, double temperature);
+// Greedy decoding's argmax: the first maximum of each row of logits (B, V) -> (B,) int32. The rows are padded
+// (with -inf) to chunks of 1024, so both levels of the reduction are rows a GPU reduces with a block of
+// threads: GPT-2's V = 50257 = 29 * 1733 has no such split, and Tensor::argmax's split reduce ran one
+// thread per 1733 logits. positions: reversed_positions(V, device), made once (a realized buffer, so the
+// kernels read it instead of computing an arange).
+Tensor argmax_rows(const Tensor& logits, const Tensor& positions);
+Tensor reversed_positions(int64_t vocab, const std::string& device);
+// logits (B, V) -> next tokens (B,) int32: argmax_rows when temperature == 0, else a sample of softmax(logits / t).
+Tensor sample(const Tensor& logits, double temperature, const std::optional<Tensor>& positions = {});
 
 class Generator {
  public:
@@ -33,6 +41,7 @@ class Generator {
   std::string device_;
   tg::Variable start_pos_;
   std::vector<tg::Variable> token_vars_;   // one per batch row
+  Tensor positions_;                       // reversed_positions for greedy picks
   tg::TinyJit jit_;
   Tensor decode(const std::vector<tg::Variable>& vars);   // vars: start_pos, then the row tokens
 };
