@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device-machine call for GPT-2 (issue 14): build gpt2, bench_gpt2 and test_gpt2, run test_gpt2 on CUDA,
+# bench_gpt2 fp32 and fp16 on CUDA, torch's decode (eager and CUDA graphs) on the same GPU, and print the
+# ratios. Logs go to $OUT. Usage (repo root): GTEST_SRC=path/to/googletest bench/gpt2_device_run.sh
+#   GPT2_VOCAB_DIR: encoder.json + vocab.bpe for the tokenizer tests; TOKENS: decode steps timed (200)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+J=${J:-16}
+TOKENS=${TOKENS:-200}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
+PREFIX=""
+if [ -n "${GTEST_SRC:-}" ]; then   # the device image has no GoogleTest: build the carried sources
+  cmake -S "$GTEST_SRC" -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null &&
+    cmake --build /tmp/gtest-build -j $J >/dev/null && cmake --install /tmp/gtest-build >/dev/null
+  PREFIX="/tmp/gtest"
+fi
+# no torch prefix: bench_gpt2's libtorch peer is the CPU one; on the GPU the peer is torch_gpt2_decode.py
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+t0=$(date +%s)
+cmake --build build-gpu -j $J --target gpt2 bench_gpt2 test_gpt2 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s"
+echo "== test_gpt2 on CUDA"
+DEVICE=CUDA timeout ${TEST_TIMEOUT:-150} ./build-gpu/tests/test_gpt2 --gtest_brief=1 > "$OUT/test_gpt2.log" 2>&1; echo "test_gpt2 rc=$?"
+grep -E "FAILED|Failure|PASSED|SKIPPED \]|tests ran" "$OUT/test_gpt2.log" | head -20
+echo "== bench_gpt2 on CUDA (tg)"
+for half in 0 1; do
+  CHECKPOINT=/tmp/gpt2ck DEVICE=CUDA HALF=$half TOKENS=$TOKENS timeout 150 ./build-gpu/bench/bench_gpt2 >> "$OUT/bench_tg.jsonl" 2>> "$OUT/bench_tg.err"
+  echo "bench_gpt2 HALF=$half rc=$?"
+done
+cat "$OUT/bench_tg.jsonl"; tail -5 "$OUT/bench_tg.err"
+echo "== torch $(python3 -c 'import torch; print(torch.__version__)' 2>&1)"
+PYTHONUNBUFFERED=1 timeout 150 python3 bench/torch_gpt2_decode.py $TOKENS > "$OUT/bench_torch.jsonl" 2> "$OUT/bench_torch.err"; echo "torch rc=$?"
+cat "$OUT/bench_torch.jsonl"; tail -5 "$OUT/bench_torch.err"
+python3 - "$OUT" <<'PY'
+import json, sys
+o = sys.argv[1]
+def lines(f):
+    r = []
+    for l in open(f):
+        try: r.append(json.loads(l))
+        except Exception: pass
+    return r
+tg = {j["dtype"]: j["tok_s"] for j in lines(o + "/bench_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg"}
+th = {}
+for j in lines(o + "/bench_torch.jsonl"):
+    th.setdefault({"float32": "fp32", "float16": "fp16"}[j["dtype"]], {})["graph" if "graph" in j["impl"] else "eager"] = j["tok_s"]
+for dt in ("fp32", "fp16"):
+    t, p = tg.get(dt), th.get(dt, {})
+    r = {k: round(t / v, 3) for k, v in p.items() if t and v}
+    print(json.dumps({"ratio": "tg_over_torch", "dtype": dt, "tg_tok_s": t, "torch_tok_s": p, "tg_over": r, "goal_fp16_tok_s": 1500 if dt == "fp16" else None}))
+PY
+echo "== one decode step, DEBUG=2 (fp16)"
+DEVICE=CUDA DEBUG=2 timeout 90 ./build-gpu/examples/gpt2 --random-weights --half --count 4 --temperature 0 --prompt "Hello world" > "$OUT/debug2_fp16.log" 2>&1
+echo "gpt2 DEBUG=2 rc=$?"; grep -E "JIT|captured" "$OUT/debug2_fp16.log" | head -5
