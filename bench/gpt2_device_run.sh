@@ -43,7 +43,7 @@ def lines(f):
 tg = {j["dtype"]: j["tok_s"] for j in lines(o + "/bench_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg"}
 th = {}
 for j in lines(o + "/bench_torch.jsonl"):
-    th.setdefault({"float32": "fp32", "float16": "fp16"}[j["dtype"]], {})["graph" if "graph" in j["impl"] else "eager"] = j["tok_s"]
+    if "tok_s" in j: th.setdefault({"float32": "fp32", "float16": "fp16"}[j["dtype"]], {})["graph" if "graph" in j["impl"] else "eager"] = j["tok_s"]
 for dt in ("fp32", "fp16"):
     t, p = tg.get(dt), th.get(dt, {})
     r = {k: round(t / v, 3) for k, v in p.items() if t and v}
