@@ -1,0 +1,396 @@
+// The shared-memory tensor-core GEMM template (see tc_gemm.hpp).
+//
+// plan(): reads the GEMM out of the Kernel's AST. One SUM over K of MUL(LOAD a, LOAD b) (optionally CAST to the
+// tensor core's accumulator dtype); every other non-unit axis is M (only a varies along it), N (only b) or a
+// batch axis (both, or neither). Each operand must be a single unmasked view whose contiguous axis is K or its
+// M/N axis, with all other strides multiples of 8 elements, so that every 16-byte copy is aligned.
+// render(): the kernel text. The main loop is fixed (a template); the block tile, the operands' strides and
+// layouts, the batch decomposition and the epilogue (the AST between the reduce and the store, rendered with the
+// CUDA dialect's own op table) come from the plan.
+#include "codegen/tc_gemm.hpp"
+
+#include <algorithm>
+
+#include "codegen/kernel.hpp"
+#include "renderer/cstyle.hpp"
+#include "shape/shapetracker_arg.hpp"
+#include "uop/symbolic.hpp"
+
+namespace tg {
+namespace {
+
+struct NotCovered {};   // the template doesn't apply: the caller falls back to the WMMA path
+
+struct Operand {
+  UOp buf;                          // DEFINE_GLOBAL
+  int64_t off = 0, s_row = 0, s_k = 0;   // element offset, stride along its M (or N) axis and along K
+  std::vector<int64_t> s_batch;     // per batch axis
+  bool k_major = false;             // K is the contiguous axis (else M/N is)
+};
+
+struct Plan {
+  Operand a, b;                     // a varies along M, b along N
+  int64_t M = 0, N = 0, K = 0;
+  int m_axis = -1, n_axis = -1, k_axis = -1;
+  std::vector<int> batch_axes;
+  Shape full;
+  int64_t batch = 1;
+  UOp store, reduce;
+  TensorCore tc;
+};
+
+struct Cfg {
+  int bm, bn, bk, warps_m, warps_n, stages, min_blocks;
+  int threads() const { return 32 * warps_m * warps_n; }
+};
+
+bool is_mul(const UOp& u) { return u->op == Ops::ALU && u->is<BinaryOps>() && u->as<BinaryOps>() == BinaryOps::MUL; }
+
+void need(bool c) {
+  if (!c) throw NotCovered{};
+}
+
+Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const std::vector<int>& batch_axes, const Shape& full) {
+  Operand o;
+  o.buf = load->src[0];
+  o.off = v.offset;
+  o.s_row = v.strides[row_axis];
+  o.s_k = v.strides[k_axis];
+  for (int ax : batch_axes) o.s_batch.push_back(v.strides[ax]);
+  const int64_t rows = full[row_axis], K = full[k_axis];
+  o.k_major = o.s_k == 1;
+  need(o.k_major ? (K % 8 == 0 && o.s_row % 8 == 0) : (o.s_row == 1 && rows % 8 == 0 && o.s_k % 8 == 0));
+  need(o.off % 8 == 0 && o.off >= 0);
+  // every index the copies form stays in int32 (the batch base is 64-bit)
+  int64_t hi = o.off;
+  for (size_t i = 0; i < full.size(); i++) {
+    need(v.strides[i] >= 0);
+    hi += (full[i] - 1) * v.strides[i];
+  }
+  need(hi < (int64_t{1} << 31));
+  for (int64_t s : o.s_batch) need(s % 8 == 0);
+  return o;
+}
+
+Plan plan(const Kernel& k) {
+  need(k.tensor_core && k.use_tensor_cores == 1 && getenv("TC_GEMM", 1) != 0);
+  need(k.opts->device == "CUDA" && k.vars.empty() && k.reduceops.size() == 1);
+  const UOp& ast = k.ast;
+  need(ast->op == Ops::SINK && ast->src.size() == 1);
+  Plan p;
+  p.tc = *k.tensor_core;
+  p.store = ast->src[0];
+  need(p.store->op == Ops::STORE && p.store->src[0]->op == Ops::DEFINE_GLOBAL);
+  p.reduce = k.reduceops[0];
+  const ReduceArg& ra = p.reduce->as<ReduceArg>();
+  need(ra.op == ReduceOps::SUM && p.reduce->dtype == p.tc.dtype_out);
+  UOp mul = p.reduce->src[0];
+  if (mul->op == Ops::CAST) mul = mul->src[0];
+  need(is_mul(mul) && (mul == p.reduce->src[0] || p.reduce->src[0]->dtype == p.tc.dtype_out));
+  auto is_load = [&](const UOp& u) {
+    return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0]->op == Ops::DEFINE_GLOBAL && u->src[1]->op == Ops::SHAPETRACKER &&
+           u->dtype == p.tc.dtype_in;
+  };
+  need(is_load(mul->src[0]) && is_load(mul->src[1]));
+  const ShapeTracker st0 = st_of(mul->src[0]->src[1]).simplify(), st1 = st_of(mul->src[1]->src[1]).simplify();
+  need(!st0.symbolic() && !st1.symbolic() && st0.views.size() == 1 && st1.views.size() == 1);
+  const View &v0 = st0.views[0], &v1 = st1.views[0];
+  need(!v0.mask && !v1.mask);
+  p.full = v0.shape;
+  need(v1.shape == p.full);
+  for (int64_t a : ra.axes)
+    if (p.full[a] > 1) need(p.k_axis < 0), p.k_axis = static_cast<int>(a);
+  need(p.k_axis >= 0);
+  for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
+    if (p.full[i] == 1 || i == p.k_axis) continue;
+    const bool in0 = v0.strides[i] != 0, in1 = v1.strides[i] != 0;
+    if (in0 && !in1) need(p.m_axis < 0), p.m_axis = i;
+    else if (!in0 && in1) need(p.n_axis < 0), p.n_axis = i;
+    else p.batch_axes.push_back(i);
+  }
+  need(p.m_axis >= 0 && p.n_axis >= 0);
+  p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
+  for (int ax : p.batch_axes) p.batch *= p.full[ax];
+  need(p.batch <= 65535);
+  p.a = operand(mul->src[0], v0, p.m_axis, p.k_axis, p.batch_axes, p.full);
+  p.b = operand(mul->src[1], v1, p.n_axis, p.k_axis, p.batch_axes, p.full);
+  return p;
+}
+
+// ------------------------------------------------------------------ the epilogue: AST after the reduce -> C
+
+struct Epilogue {
+  const CStyleLanguage& r;
+  const Plan& p;
+  std::vector<UOp> idxs;   // per axis of the output: em, en, eb<i>, or 0
+
+  std::string index(const UOp& u) const {
+    switch (u->op) {
+      case Ops::CONST: return r.render_const(u.const_value(), u->dtype);
+      case Ops::DEFINE_VAR: return u->as<std::string>();
+      case Ops::CAST: return r.render_cast(index(u->src[0]), u->dtype);
+      case Ops::ALU: {
+        std::vector<std::string> o;
+        for (const UOp& s : u->src) o.push_back(index(s));
+        const AluOp op = u->is<UnaryOps>() ? AluOp(u->as<UnaryOps>()) : u->is<BinaryOps>() ? AluOp(u->as<BinaryOps>()) : AluOp(u->as<TernaryOps>());
+        auto it = r.code_for_op.find(op);
+        need(it != r.code_for_op.end());
+        return it->second(o, u->dtype);
+      }
+      default: throw NotCovered{};
+    }
+  }
+  std::pair<std::string, std::optional<std::string>> indexed(const UOp& st) const {
+    auto [idx, valid] = to_indexed_uops(st_of(st), idxs);
+    idx = simplify(idx), valid = simplify(valid);
+    std::optional<std::string> v;
+    if (!(valid->op == Ops::CONST && valid.const_value() == ConstType(true))) v = index(valid);
+    return {index(idx), v};
+  }
+  static ConstType ast_value(const UOp& x) {
+    if (x->is<bool>()) return x->as<bool>();
+    if (x->is<int64_t>()) return x->as<int64_t>();
+    return x->as<double>();
+  }
+  std::string value(const UOp& x) const {
+    if (x == p.reduce) return x->dtype == dtypes::float32 ? "acc" : r.render_cast("acc", x->dtype);
+    switch (x->op) {
+      case Ops::LOAD: {
+        need(x->src.size() == 2 && x->src[0]->op == Ops::DEFINE_GLOBAL && x->src[1]->op == Ops::SHAPETRACKER);
+        auto [i, v] = indexed(x->src[1]);
+        const std::string ld = "data" + std::to_string(x->src[0]->as<int64_t>()) + "[" + i + "]";
+        return v ? "(" + *v + "?" + ld + ":" + r.render_const(int64_t{0}, x->dtype) + ")" : ld;
+      }
+      case Ops::CONST: {
+        need(x->src.size() == 1 && x->src[0]->op == Ops::SHAPETRACKER);
+        const std::string c = r.render_const(ast_value(x), x->dtype);
+        auto [i, v] = indexed(x->src[0]);
+        return v ? "(" + *v + "?" + c + ":" + r.render_const(int64_t{0}, x->dtype) + ")" : c;
+      }
+      case Ops::CAST: return r.render_cast(value(x->src[0]), x->dtype);
+      case Ops::BITCAST: return r.render_cast(value(x->src[0]), x->dtype, true);
+      case Ops::ALU: {
+        std::vector<std::string> o;
+        for (const UOp& s : x->src) o.push_back(value(s));
+        const AluOp op = x->is<UnaryOps>() ? AluOp(x->as<UnaryOps>()) : x->is<BinaryOps>() ? AluOp(x->as<BinaryOps>()) : AluOp(x->as<TernaryOps>());
+        auto it = r.code_for_op.find(op);
+        need(it != r.code_for_op.end());
+        return it->second(o, x->dtype);
+      }
+      default: throw NotCovered{};
+    }
+  }
+  std::string store() const {
+    auto [i, v] = indexed(p.store->src[1]);
+    const std::string s = "data" + std::to_string(p.store->src[0]->as<int64_t>()) + "[" + i + "] = " + value(p.store->src[2]) + ";";
+    return v ? "if (" + *v + ") { " + s + " }" : s;
+  }
+};
+
+// ------------------------------------------------------------------ the kernel text
+
+// PTX wrappers. A test compiles the same kernel on the CPU with TG_GEMM_EMU defined and its own warp emulation.
+const char* kHelpers = R"(#ifndef TG_GEMM_EMU
+__device__ __forceinline__ void tg_cp_async16(void* dst, const void* src, int bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tg_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tg_cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void tg_ldsm_x4(unsigned* r, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void tg_ldsm_x4_t(unsigned* r, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void tg_mma(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.TG_IN.TG_IN.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+)";
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+std::string S(int64_t v) { return std::to_string(v); }
+
+// One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] with the 16-byte chunk index
+// XORed by (row/2)%4 (64-byte rows: 8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
+// [BK][rows] with the chunk XORed by k%8. ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
+std::string tile_copy(const Operand& o, const std::string& name, const std::string& sm, int rows, const Cfg& c, int64_t dim,
+                      int64_t K, const std::string& row0) {
+  const int chunks = rows * c.bk / 8, iters = chunks / c.threads();
+  TG_ASSERT(chunks % c.threads() == 0, "tile copy does not divide over the block");
+  std::string s = "#pragma unroll\n    for (int i = 0; i < " + S(iters) + "; i++) {\n      const int c = tid + i * " + S(c.threads()) + ";\n";
+  if (o.k_major) {
+    const int cpr = c.bk / 8;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(c.bk) + " + ch * 8;\n";
+    s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * c.bk) + " + r * " + S(c.bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
+         " + (ok ? gr * " + S(o.s_row) + " + gk : 0), ok ? 16 : 0);\n";
+  } else {
+    const int cpr = rows / 8;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(c.bk) + " + r, gr = " + row0 + " + ch * 8;\n";
+    s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * c.bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
+         " + (ok ? gk * " + S(o.s_k) + " + gr : 0), ok ? 16 : 0);\n";
+  }
+  return s + "    }\n";
+}
+
+// ldmatrix of one 16x16 A fragment (mi) or two 16x8 B fragments (nj, nj+1) for k step kk, into r[4]
+std::string frag_load(const Operand& o, bool is_a, const std::string& sm, int rows, const Cfg& c, const std::string& row0) {
+  std::string s;
+  if (o.k_major) {
+    // A: lanes 0-15 rows 0-15 at k 0-7, lanes 16-31 at k 8-15; B: lanes 0-7/16-23 rows 0-7/8-15, lanes 8-15/24-31 k 8-15
+    const std::string row = is_a ? "(lane & 15)" : "((lane & 7) + ((lane >> 4) << 3))", ch = is_a ? "(lane >> 4)" : "((lane >> 3) & 1)";
+    s += "const int rr = " + row0 + " + " + row + ", ch = kk * 2 + " + ch + ";\n";
+    s += "        tg_ldsm_x4(r, " + sm + " + rr * " + S(c.bk) + " + ((ch ^ ((rr >> 1) & 3)) << 3));";
+  } else {
+    const std::string kr = is_a ? "((lane & 7) + ((lane >> 4) << 3))" : "((lane & 7) + (((lane >> 3) & 1) << 3))",
+                      ch = is_a ? "((lane >> 3) & 1)" : "(lane >> 4)";
+    s += "const int kr = kk * 16 + " + kr + ", ch = (" + row0 + ") / 8 + " + ch + ";\n";
+    s += "        tg_ldsm_x4_t(r, " + sm + " + kr * " + S(rows) + " + ((ch ^ (kr & 7)) << 3));";
+  }
+  return s;
+}
+
+Cfg choose(const Plan& p) {
+  const Cfg big{128, 128, 32, 2, 4, 3, 2}, small{64, 64, 32, 2, 2, 4, 4};
+  const int64_t tile = getenv("TC_GEMM_TILE", 0);
+  if (tile == 128) return big;
+  if (tile == 64) return small;
+  const int64_t blocks = ((p.M + 127) / 128) * ((p.N + 127) / 128) * p.batch;
+  return blocks >= 128 ? big : small;
+}
+
+std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const std::string& fname) {
+  const int wm = c.bm / c.warps_m, wn = c.bn / c.warps_n, mi_n = wm / 16, ni_n = wn / 8;
+  const int64_t tiles_m = (p.M + c.bm - 1) / c.bm, tiles_n = (p.N + c.bn - 1) / c.bn;
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  // kernel parameters: every buffer of the AST by index
+  std::vector<UOp> globals(1 + [&] {
+    int64_t mx = 0;
+    for (const UOp& u : p.store.toposort())
+      if (u->op == Ops::DEFINE_GLOBAL) mx = std::max(mx, u->as<int64_t>());
+    return mx;
+  }());
+  for (const UOp& u : p.store.toposort())
+    if (u->op == Ops::DEFINE_GLOBAL) globals[u->as<int64_t>()] = u;
+  std::vector<std::string> params;
+  bool bf16 = false;
+  for (size_t i = 0; i < globals.size(); i++) {
+    const DType dt = globals[i] ? globals[i]->dtype.base() : dtypes::uint8;
+    bf16 = bf16 || dt == dtypes::bfloat16;
+    const bool out = globals[i] == p.store->src[0];
+    params.push_back(std::string(out ? "" : "const ") + r.render_dtype(dt) + "* __restrict__ data" + S(static_cast<int64_t>(i)));
+  }
+  Epilogue epi{r, p, {}};
+  for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
+    auto var = [&](const std::string& nm, int64_t n) {
+      return UOp(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, n - 1)}, nm);
+    };
+    if (i == p.m_axis) epi.idxs.push_back(var("em", p.M));
+    else if (i == p.n_axis) epi.idxs.push_back(var("en", p.N));
+    else if (auto it = std::find(p.batch_axes.begin(), p.batch_axes.end(), i); it != p.batch_axes.end())
+      epi.idxs.push_back(var("eb" + S(it - p.batch_axes.begin()), p.full[i]));
+    else epi.idxs.push_back(UOp::const_(dtypes::int32, int64_t{0}));
+  }
+  const std::string store = epi.store();
+
+  std::string s = "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n#include <cuda_fp16.h>\n";
+  if (bf16) s += "#include <cuda_bf16.h>\n";
+  s += replace_all(kHelpers, "TG_IN", p.tc.dtype_in == dtypes::half ? "f16" : "bf16");
+  s += "extern \"C\" __global__ void __launch_bounds__(" + S(c.threads()) + ", " + S(c.min_blocks) + ") " + fname + "(";
+  for (size_t i = 0; i < params.size(); i++) s += (i ? ", " : "") + params[i];
+  s += ") {\n";
+  s += "  // block tile " + S(c.bm) + "x" + S(c.bn) + "x" + S(c.bk) + ", " + S(c.stages) + " stages, " + S(c.warps_m * c.warps_n) +
+       " warps of " + S(wm) + "x" + S(wn) + "; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  __shared__ __align__(128) " + tin + " tg_sa[" + S(c.stages * c.bm * c.bk) + "];\n";
+  s += "  __shared__ __align__(128) " + tin + " tg_sb[" + S(c.stages * c.bn * c.bk) + "];\n";
+  s += "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n";
+  s += "  const int wm0 = (warp / " + S(c.warps_n) + ") * " + S(wm) + ", wn0 = (warp % " + S(c.warps_n) + ") * " + S(wn) + ";\n";
+  // groups of 8 tile rows walk N together, so that the A and B tiles a wave of blocks reads stay in L2
+  s += "  const int pid = blockIdx.x, gw = 8 * " + S(tiles_n) + ", g0 = (pid / gw) * 8;\n";
+  s += "  const int gsz = min(" + S(tiles_m) + " - g0, 8), tm = g0 + (pid % gw) % gsz, tn = (pid % gw) / gsz;\n";
+  s += "  const int m0 = tm * " + S(c.bm) + ", n0 = tn * " + S(c.bn) + ";\n";
+  // batch axes: blockIdx.z in mixed radix
+  std::string boff_a = S(p.a.off), boff_b = S(p.b.off);
+  int64_t rest = p.batch;
+  for (size_t i = 0; i < p.batch_axes.size(); i++) {
+    const int64_t n = p.full[p.batch_axes[i]];
+    rest /= n;
+    s += "  const int eb" + S(static_cast<int64_t>(i)) + " = (blockIdx.z / " + S(rest) + ") % " + S(n) + ";\n";
+    boff_a += " + (long long)eb" + S(static_cast<int64_t>(i)) + " * " + S(p.a.s_batch[i]);
+    boff_b += " + (long long)eb" + S(static_cast<int64_t>(i)) + " * " + S(p.b.s_batch[i]);
+  }
+  s += "  const " + tin + "* ga = data" + S(p.a.buf->as<int64_t>()) + " + (" + boff_a + ");\n";
+  s += "  const " + tin + "* gb = data" + S(p.b.buf->as<int64_t>()) + " + (" + boff_b + ");\n";
+  s += "  float c[" + S(mi_n) + "][" + S(ni_n) + "][4];\n";
+  s += "#pragma unroll\n  for (int i = 0; i < " + S(mi_n) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " + S(ni_n) +
+       "; j++) c[i][j][0] = c[i][j][1] = c[i][j][2] = c[i][j][3] = 0.0f;\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(p.a, "ga", "tg_sa", c.bm, c, p.M, p.K, "m0") + "    " +
+       tile_copy(p.b, "gb", "tg_sb", c.bn, c, p.N, p.K, "n0") + "  };\n";
+  const int64_t kt_n = (p.K + c.bk - 1) / c.bk;
+  s += "  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "#pragma unroll\n  for (int st = 0; st < " + S(c.stages - 1) + "; st++) {\n    if (st < KT) load_tile(st, st);\n    tg_cp_commit();\n  }\n";
+  s += "  for (int kt = 0; kt < KT; kt++) {\n";
+  s += "    tg_cp_wait<" + S(c.stages - 2) + ">();\n    __syncthreads();\n";
+  // the stage refilled now was read in the previous iteration, which every warp has finished (the barrier above)
+  s += "    if (kt + " + S(c.stages - 1) + " < KT) load_tile((kt + " + S(c.stages - 1) + ") % " + S(c.stages) + ", kt + " + S(c.stages - 1) + ");\n";
+  s += "    tg_cp_commit();\n";
+  s += "    const " + tin + "* sa = tg_sa + (kt % " + S(c.stages) + ") * " + S(c.bm * c.bk) + ";\n";
+  s += "    const " + tin + "* sb = tg_sb + (kt % " + S(c.stages) + ") * " + S(c.bn * c.bk) + ";\n";
+  s += "#pragma unroll\n    for (int kk = 0; kk < " + S(c.bk / 16) + "; kk++) {\n";
+  s += "      unsigned af[" + S(mi_n) + "][4], bf[" + S(ni_n) + "][2];\n";
+  s += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++) {\n        unsigned* r = af[mi];\n        " +
+       frag_load(p.a, true, "sa", c.bm, c, "wm0 + mi * 16") + "\n      }\n";
+  s += "#pragma unroll\n      for (int nj = 0; nj < " + S(ni_n) + "; nj += 2) {\n        unsigned r[4];\n        " +
+       frag_load(p.b, false, "sb", c.bn, c, "wn0 + nj * 8") + "\n        bf[nj][0] = r[0]; bf[nj][1] = r[1]; bf[nj + 1][0] = r[2]; bf[nj + 1][1] = r[3];\n      }\n";
+  s += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n        for (int ni = 0; ni < " + S(ni_n) +
+       "; ni++) tg_mma(c[mi][ni], af[mi], bf[ni]);\n    }\n  }\n";
+  s += "  tg_cp_wait<0>();\n";
+  // the epilogue: each lane's accumulators are (row g, cols 2t, 2t+1) and (row g+8, same cols) of every 16x8 tile
+  s += "#pragma unroll\n  for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n  for (int ni = 0; ni < " + S(ni_n) +
+       "; ni++)\n#pragma unroll\n  for (int i = 0; i < 4; i++) {\n";
+  s += "    const int em = m0 + wm0 + mi * 16 + (lane >> 2) + ((i >> 1) << 3), en = n0 + wn0 + ni * 8 + ((lane & 3) << 1) + (i & 1);\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[mi][ni][i];\n      " + store + "\n    }\n  }\n}\n";
+  return s;
+}
+
+}  // namespace
+
+std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name) {
+  auto* r = dynamic_cast<const CStyleLanguage*>(k.opts);
+  if (!r) return std::nullopt;
+  try {
+    const Plan p = plan(k);
+    const Cfg c = choose(p);
+    RenderedProgram prg;
+    prg.name = name;
+    prg.function_name = to_function_name(name);
+    prg.device = k.opts->device;
+    prg.src = render(p, c, *r, prg.function_name);
+    const int64_t tiles = ((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn);
+    prg.global_size = {tiles, 1, p.batch};
+    prg.local_size = {c.threads(), 1, 1};
+    for (int64_t g : prg.global_size) prg.global_dims.push_back(UOp::const_(dtypes::int32, g));
+    for (int64_t l : prg.local_size) prg.local_dims.push_back(UOp::const_(dtypes::int32, l));
+    int64_t nb = 0;
+    for (const UOp& u : p.store.toposort())
+      if (u->op == Ops::DEFINE_GLOBAL) nb = std::max(nb, u->as<int64_t>() + 1);
+    prg.n_bufs = static_cast<int>(nb);
+    prg.outs = {p.store->src[0]->as<int64_t>()};
+    prg.op_estimate = 2 * p.M * p.N * p.K * p.batch;
+    prg.mem_estimate = k.mem_estimate();
+    return prg;
+  } catch (const NotCovered&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace tg
