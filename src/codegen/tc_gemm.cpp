@@ -10,6 +10,7 @@
 #include "codegen/tc_gemm.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "codegen/kernel.hpp"
 #include "renderer/cstyle.hpp"
@@ -259,8 +260,25 @@ std::string frag_load(const Operand& o, bool is_a, const std::string& sm, int ro
   return s;
 }
 
+// TC_GEMM_CFG="bm,bn,warps_m,warps_n,stages,min_blocks" picks a block tile (for sweeps); else by the grid's size
 Cfg choose(const Plan& p) {
   const Cfg big{128, 128, 32, 2, 4, 3, 2}, small{64, 64, 32, 2, 2, 4, 4};
+  if (const std::string e = getenv_str("TC_GEMM_CFG"); !e.empty()) {
+    std::vector<int> v;
+    for (size_t at = 0; at <= e.size();) {
+      const size_t comma = std::min(e.find(',', at), e.size());
+      v.push_back(std::atoi(e.substr(at, comma - at).c_str()));
+      at = comma + 1;
+    }
+    const Cfg c = v.size() == 6 ? Cfg{v[0], v[1], 32, v[2], v[3], v[4], v[5]} : Cfg{};
+    const bool ok = v.size() == 6 && c.warps_m > 0 && c.warps_n > 0 && c.bm % (16 * c.warps_m) == 0 && c.bn % (16 * c.warps_n) == 0 &&
+                    (c.bm * c.bk / 8) % c.threads() == 0 && (c.bn * c.bk / 8) % c.threads() == 0 && c.stages >= 2 && c.min_blocks >= 1 &&
+                    c.stages * (c.bm + c.bn) * c.bk * 2 <= 49152;
+    if (!ok)
+      throw Error("TC_GEMM_CFG=" + e + ": want bm,bn,warps_m,warps_n,stages,min_blocks with bm a multiple of 16*warps_m, bn of " +
+                  "16*warps_n, each tile's 16-byte chunks a multiple of the block's threads, and stages*(bm+bn)*64 bytes <= 48 KiB");
+    return c;
+  }
   const int64_t tile = getenv("TC_GEMM_TILE", 0);
   if (tile == 128) return big;
   if (tile == 64) return small;
