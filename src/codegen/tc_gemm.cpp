@@ -10,6 +10,7 @@
 #include "codegen/tc_gemm.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "codegen/kernel.hpp"
@@ -222,35 +223,35 @@ std::string S(int64_t v) { return std::to_string(v); }
 // One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] with the 16-byte chunk index
 // XORed by (row/2)%4 (64-byte rows: 8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
 // [BK][rows] with the chunk XORed by k%8. ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
-std::string tile_copy(const Operand& o, const std::string& name, const std::string& sm, int rows, const Cfg& c, int64_t dim,
+std::string tile_copy(const Operand& o, const std::string& name, const std::string& sm, int rows, int threads, int bk, int64_t dim,
                       int64_t K, const std::string& row0) {
-  const int chunks = rows * c.bk / 8, iters = chunks / c.threads();
-  TG_ASSERT(chunks % c.threads() == 0, "tile copy does not divide over the block");
-  std::string s = "#pragma unroll\n    for (int i = 0; i < " + S(iters) + "; i++) {\n      const int c = tid + i * " + S(c.threads()) + ";\n";
+  const int chunks = rows * bk / 8, iters = chunks / threads;
+  TG_ASSERT(chunks % threads == 0, "tile copy does not divide over the block");
+  std::string s = "#pragma unroll\n    for (int i = 0; i < " + S(iters) + "; i++) {\n      const int c = tid + i * " + S(threads) + ";\n";
   if (o.k_major) {
-    const int cpr = c.bk / 8;
-    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(c.bk) + " + ch * 8;\n";
+    const int cpr = bk / 8;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(bk) + " + ch * 8;\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
-    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * c.bk) + " + r * " + S(c.bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
          " + (ok ? gr * " + S(o.s_row) + " + gk : 0), ok ? 16 : 0);\n";
   } else {
     const int cpr = rows / 8;
-    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(c.bk) + " + r, gr = " + row0 + " + ch * 8;\n";
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(bk) + " + r, gr = " + row0 + " + ch * 8;\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
-    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * c.bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
          " + (ok ? gk * " + S(o.s_k) + " + gr : 0), ok ? 16 : 0);\n";
   }
   return s + "    }\n";
 }
 
 // ldmatrix of one 16x16 A fragment (mi) or two 16x8 B fragments (nj, nj+1) for k step kk, into r[4]
-std::string frag_load(const Operand& o, bool is_a, const std::string& sm, int rows, const Cfg& c, const std::string& row0) {
+std::string frag_load(const Operand& o, bool is_a, const std::string& sm, int rows, int bk, const std::string& row0) {
   std::string s;
   if (o.k_major) {
     // A: lanes 0-15 rows 0-15 at k 0-7, lanes 16-31 at k 8-15; B: lanes 0-7/16-23 rows 0-7/8-15, lanes 8-15/24-31 k 8-15
     const std::string row = is_a ? "(lane & 15)" : "((lane & 7) + ((lane >> 4) << 3))", ch = is_a ? "(lane >> 4)" : "((lane >> 3) & 1)";
     s += "const int rr = " + row0 + " + " + row + ", ch = kk * 2 + " + ch + ";\n";
-    s += "        tg_ldsm_x4(r, " + sm + " + rr * " + S(c.bk) + " + ((ch ^ ((rr >> 1) & 3)) << 3));";
+    s += "        tg_ldsm_x4(r, " + sm + " + rr * " + S(bk) + " + ((ch ^ ((rr >> 1) & 3)) << 3));";
   } else {
     const std::string kr = is_a ? "((lane & 7) + ((lane >> 4) << 3))" : "((lane & 7) + (((lane >> 3) & 1) << 3))",
                       ch = is_a ? "((lane >> 3) & 1)" : "(lane >> 4)";
@@ -286,11 +287,12 @@ Cfg choose(const Plan& p) {
   return blocks >= 128 ? big : small;
 }
 
-std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const std::string& fname) {
-  const int wm = c.bm / c.warps_m, wn = c.bn / c.warps_n, mi_n = wm / 16, ni_n = wn / 8;
-  const int64_t tiles_m = (p.M + c.bm - 1) / c.bm, tiles_n = (p.N + c.bn - 1) / c.bn;
+// the kernel's opening: headers, the PTX wrappers, the signature (every buffer of the AST by index), the tile
+// order, the batch decomposition and the operands' base pointers ga/gb. Also the epilogue's store statement.
+struct Opening { std::string src, store; };
+Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname, int threads, int min_blocks, int64_t tiles_m,
+                int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers) {
   const std::string tin = r.render_dtype(p.tc.dtype_in);
-  // kernel parameters: every buffer of the AST by index
   std::vector<UOp> globals(1 + [&] {
     int64_t mx = 0;
     for (const UOp& u : p.store.toposort())
@@ -318,25 +320,21 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
       epi.idxs.push_back(var("eb" + S(it - p.batch_axes.begin()), p.full[i]));
     else epi.idxs.push_back(UOp::const_(dtypes::int32, int64_t{0}));
   }
-  const std::string store = epi.store();
-
-  std::string s = "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n#include <cuda_fp16.h>\n";
+  Opening o;
+  o.store = epi.store();
+  std::string& s = o.src;
+  s = "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n#include <cuda_fp16.h>\n";
   if (bf16) s += "#include <cuda_bf16.h>\n";
-  s += replace_all(kHelpers, "TG_IN", p.tc.dtype_in == dtypes::half ? "f16" : "bf16");
-  s += "extern \"C\" __global__ void __launch_bounds__(" + S(c.threads()) + ", " + S(c.min_blocks) + ") " + fname + "(";
+  const std::string in = p.tc.dtype_in == dtypes::half ? "f16" : "bf16";
+  s += replace_all(kHelpers, "TG_IN", in) + replace_all(extra_helpers, "TG_IN", in);
+  s += "extern \"C\" __global__ void __launch_bounds__(" + S(threads) + ", " + S(min_blocks) + ") " + fname + "(";
   for (size_t i = 0; i < params.size(); i++) s += (i ? ", " : "") + params[i];
   s += ") {\n";
-  s += "  // block tile " + S(c.bm) + "x" + S(c.bn) + "x" + S(c.bk) + ", " + S(c.stages) + " stages, " + S(c.warps_m * c.warps_n) +
-       " warps of " + S(wm) + "x" + S(wn) + "; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  s += "  __shared__ __align__(128) " + tin + " tg_sa[" + S(c.stages * c.bm * c.bk) + "];\n";
-  s += "  __shared__ __align__(128) " + tin + " tg_sb[" + S(c.stages * c.bn * c.bk) + "];\n";
   s += "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n";
-  s += "  const int wm0 = (warp / " + S(c.warps_n) + ") * " + S(wm) + ", wn0 = (warp % " + S(c.warps_n) + ") * " + S(wn) + ";\n";
-  // groups of 8 tile rows walk N together, so that the A and B tiles a wave of blocks reads stay in L2
+  // groups of 8 tile rows walk the columns together, so that the tiles a wave of blocks reads stay in L2
   s += "  const int pid = blockIdx.x, gw = 8 * " + S(tiles_n) + ", g0 = (pid / gw) * 8;\n";
   s += "  const int gsz = min(" + S(tiles_m) + " - g0, 8), tm = g0 + (pid % gw) % gsz, tn = (pid % gw) / gsz;\n";
-  s += "  const int m0 = tm * " + S(c.bm) + ", n0 = tn * " + S(c.bn) + ";\n";
-  // batch axes: blockIdx.z in mixed radix
+  s += "  const int t0 = tm * " + S(tile_m) + ", t1 = tn * " + S(tile_n) + ";\n";
   std::string boff_a = S(p.a.off), boff_b = S(p.b.off);
   int64_t rest = p.batch;
   for (size_t i = 0; i < p.batch_axes.size(); i++) {
@@ -348,36 +346,157 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
   }
   s += "  const " + tin + "* ga = data" + S(p.a.buf->as<int64_t>()) + " + (" + boff_a + ");\n";
   s += "  const " + tin + "* gb = data" + S(p.b.buf->as<int64_t>()) + " + (" + boff_b + ");\n";
+  return o;
+}
+
+// the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill the stage read last time, compute
+std::string k_loop(int stages, int64_t kt_n, const std::string& before_barrier, const std::string& compute) {
+  std::string s = "  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "#pragma unroll\n  for (int st = 0; st < " + S(stages - 1) + "; st++) {\n    if (st < KT) load_tile(st, st);\n    tg_cp_commit();\n  }\n";
+  s += "  for (int kt = 0; kt < KT; kt++) {\n";
+  s += "    tg_cp_wait<" + S(stages - 2) + ">();\n" + before_barrier + "    __syncthreads();\n";
+  // the stage refilled now was read in the previous iteration, which every warp has finished (the barrier above)
+  s += "    if (kt + " + S(stages - 1) + " < KT) load_tile((kt + " + S(stages - 1) + ") % " + S(stages) + ", kt + " + S(stages - 1) + ");\n";
+  s += "    tg_cp_commit();\n" + compute + "  }\n  tg_cp_wait<0>();\n";
+  return s;
+}
+
+// mma.sync: warps_m x warps_n warps, each a (bm/warps_m) x (bn/warps_n) tile of 16x8 mma tiles; A and B by ldmatrix
+std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const std::string& fname) {
+  const int wm = c.bm / c.warps_m, wn = c.bn / c.warps_n, mi_n = wm / 16, ni_n = wn / 8;
+  const int64_t tiles_m = (p.M + c.bm - 1) / c.bm, tiles_n = (p.N + c.bn - 1) / c.bn;
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_m, tiles_n, c.bm, c.bn, "");
+  std::string s = o.src;
+  s += "  // block tile " + S(c.bm) + "x" + S(c.bn) + "x" + S(c.bk) + ", " + S(c.stages) + " stages, " + S(c.warps_m * c.warps_n) +
+       " warps of " + S(wm) + "x" + S(wn) + " (mma.sync); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  const int m0 = t0, n0 = t1;\n";
+  s += "  __shared__ __align__(128) " + tin + " tg_sa[" + S(c.stages * c.bm * c.bk) + "];\n";
+  s += "  __shared__ __align__(128) " + tin + " tg_sb[" + S(c.stages * c.bn * c.bk) + "];\n";
+  s += "  const int wm0 = (warp / " + S(c.warps_n) + ") * " + S(wm) + ", wn0 = (warp % " + S(c.warps_n) + ") * " + S(wn) + ";\n";
   s += "  float c[" + S(mi_n) + "][" + S(ni_n) + "][4];\n";
   s += "#pragma unroll\n  for (int i = 0; i < " + S(mi_n) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " + S(ni_n) +
        "; j++) c[i][j][0] = c[i][j][1] = c[i][j][2] = c[i][j][3] = 0.0f;\n";
-  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(p.a, "ga", "tg_sa", c.bm, c, p.M, p.K, "m0") + "    " +
-       tile_copy(p.b, "gb", "tg_sb", c.bn, c, p.N, p.K, "n0") + "  };\n";
-  const int64_t kt_n = (p.K + c.bk - 1) / c.bk;
-  s += "  constexpr int KT = " + S(kt_n) + ";\n";
-  s += "#pragma unroll\n  for (int st = 0; st < " + S(c.stages - 1) + "; st++) {\n    if (st < KT) load_tile(st, st);\n    tg_cp_commit();\n  }\n";
-  s += "  for (int kt = 0; kt < KT; kt++) {\n";
-  s += "    tg_cp_wait<" + S(c.stages - 2) + ">();\n    __syncthreads();\n";
-  // the stage refilled now was read in the previous iteration, which every warp has finished (the barrier above)
-  s += "    if (kt + " + S(c.stages - 1) + " < KT) load_tile((kt + " + S(c.stages - 1) + ") % " + S(c.stages) + ", kt + " + S(c.stages - 1) + ");\n";
-  s += "    tg_cp_commit();\n";
-  s += "    const " + tin + "* sa = tg_sa + (kt % " + S(c.stages) + ") * " + S(c.bm * c.bk) + ";\n";
-  s += "    const " + tin + "* sb = tg_sb + (kt % " + S(c.stages) + ") * " + S(c.bn * c.bk) + ";\n";
-  s += "#pragma unroll\n    for (int kk = 0; kk < " + S(c.bk / 16) + "; kk++) {\n";
-  s += "      unsigned af[" + S(mi_n) + "][4], bf[" + S(ni_n) + "][2];\n";
-  s += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++) {\n        unsigned* r = af[mi];\n        " +
-       frag_load(p.a, true, "sa", c.bm, c, "wm0 + mi * 16") + "\n      }\n";
-  s += "#pragma unroll\n      for (int nj = 0; nj < " + S(ni_n) + "; nj += 2) {\n        unsigned r[4];\n        " +
-       frag_load(p.b, false, "sb", c.bn, c, "wn0 + nj * 8") + "\n        bf[nj][0] = r[0]; bf[nj][1] = r[1]; bf[nj + 1][0] = r[2]; bf[nj + 1][1] = r[3];\n      }\n";
-  s += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n        for (int ni = 0; ni < " + S(ni_n) +
-       "; ni++) tg_mma(c[mi][ni], af[mi], bf[ni]);\n    }\n  }\n";
-  s += "  tg_cp_wait<0>();\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(p.a, "ga", "tg_sa", c.bm, c.threads(), c.bk, p.M, p.K, "m0") + "    " +
+       tile_copy(p.b, "gb", "tg_sb", c.bn, c.threads(), c.bk, p.N, p.K, "n0") + "  };\n";
+  std::string compute;
+  compute += "    const " + tin + "* sa = tg_sa + (kt % " + S(c.stages) + ") * " + S(c.bm * c.bk) + ";\n";
+  compute += "    const " + tin + "* sb = tg_sb + (kt % " + S(c.stages) + ") * " + S(c.bn * c.bk) + ";\n";
+  compute += "#pragma unroll\n    for (int kk = 0; kk < " + S(c.bk / 16) + "; kk++) {\n";
+  compute += "      unsigned af[" + S(mi_n) + "][4], bf[" + S(ni_n) + "][2];\n";
+  compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++) {\n        unsigned* r = af[mi];\n        " +
+             frag_load(p.a, true, "sa", c.bm, c.bk, "wm0 + mi * 16") + "\n      }\n";
+  compute += "#pragma unroll\n      for (int nj = 0; nj < " + S(ni_n) + "; nj += 2) {\n        unsigned r[4];\n        " +
+             frag_load(p.b, false, "sb", c.bn, c.bk, "wn0 + nj * 8") +
+             "\n        bf[nj][0] = r[0]; bf[nj][1] = r[1]; bf[nj + 1][0] = r[2]; bf[nj + 1][1] = r[3];\n      }\n";
+  compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n        for (int ni = 0; ni < " + S(ni_n) +
+             "; ni++) tg_mma(c[mi][ni], af[mi], bf[ni]);\n    }\n";
+  s += k_loop(c.stages, (p.K + c.bk - 1) / c.bk, "", compute);
   // the epilogue: each lane's accumulators are (row g, cols 2t, 2t+1) and (row g+8, same cols) of every 16x8 tile
   s += "#pragma unroll\n  for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n  for (int ni = 0; ni < " + S(ni_n) +
        "; ni++)\n#pragma unroll\n  for (int i = 0; i < 4; i++) {\n";
   s += "    const int em = m0 + wm0 + mi * 16 + (lane >> 2) + ((i >> 1) << 3), en = n0 + wn0 + ni * 8 + ((lane & 3) << 1) + (i & 1);\n";
-  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[mi][ni][i];\n      " + store + "\n    }\n  }\n}\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[mi][ni][i];\n      " + o.store + "\n    }\n  }\n}\n";
   return s;
+}
+
+// ------------------------------------------------------------------ sm_90: wgmma
+
+// Hopper's warpgroup MMA, m64nNk16: the K-major operand S (B if B is K-major, else A) is read from shared memory
+// through a descriptor; its tile layout above is the hardware's 64-byte swizzle (16-byte chunk ^= (row/2)%4 within
+// 512-byte groups of 8 rows of 64 bytes), so SBO = 512 bytes and a k16 step is +32 bytes of start address. The
+// other operand R goes through registers by ldmatrix (as mma.sync's A fragment): each warp of a warpgroup holds 16
+// of its 64 rows. Each of the block's warpgroups computes 64 R rows x bs S rows.
+struct WgCfg {
+  int wgs, bs, stages, min_blocks;
+  int threads() const { return 128 * wgs; }
+  int br() const { return 64 * wgs; }
+};
+
+const char* kWgmmaHelpers = R"(#ifndef TG_GEMM_EMU
+__device__ __forceinline__ void tg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void tg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tg_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+// cp.async wrote through the generic proxy; wgmma reads through the async proxy
+__device__ __forceinline__ void tg_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// shared-memory matrix descriptor: start address >> 4, LBO 16 (unused: K-major and swizzled), SBO 512, 64-byte swizzle
+__device__ __forceinline__ unsigned long long tg_desc(const void* p) {
+  const unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (32ull << 32) | (2ull << 62);
+}
+TG_WGMMA_FN
+#endif
+)";
+
+std::string wgmma_fn(int n) {
+  const int nd = n / 2;
+  std::string regs, outs;
+  for (int i = 0; i < nd; i++) {
+    regs += (i ? "," : "") + std::string("%") + S(i);
+    outs += (i ? ", " : "") + std::string("\"+f\"(d[") + S(i) + "])";
+  }
+  return "__device__ __forceinline__ void tg_wgmma(float* d, const unsigned* a, unsigned long long desc) {\n"
+         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + 5) + ", 0;\\n"
+         "wgmma.mma_async.sync.aligned.m64n" + S(n) + "k16.f32.TG_IN.TG_IN {" + regs + "}, {%" + S(nd) + ",%" + S(nd + 1) + ",%" +
+         S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + ", p, 1, 1, 0;\\n}\\n\"\n    : " + outs +
+         "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n}";
+}
+
+std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b) {
+  const Operand &R = s_is_b ? p.a : p.b, &Sop = s_is_b ? p.b : p.a;
+  const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+  const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs;
+  const int bk = 32;
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_r, tiles_s, c.br(), c.bs,
+                      replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)));
+  std::string s = o.src;
+  s += "  // block tile " + S(c.br()) + "x" + S(c.bs) + "x32, " + S(c.stages) + " stages, " + S(c.wgs) + " warpgroups of wgmma m64n" +
+       S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" +
+       S(p.batch) + "\n";
+  s += "  const int r0 = t0, s0 = t1;\n";
+  s += "  const " + tin + "* pr = " + (s_is_b ? "ga" : "gb") + ";\n  const " + tin + "* ps = " + (s_is_b ? "gb" : "ga") + ";\n";
+  s += "  __shared__ __align__(1024) " + tin + " tg_sr[" + S(c.stages * c.br() * bk) + "];\n";
+  s += "  __shared__ __align__(1024) " + tin + " tg_ss[" + S(c.stages * c.bs * bk) + "];\n";
+  s += "  const int wr0 = warp * 16;   // this warp's 16 R rows (warpgroup warp / 4 holds rows 64*(warp/4)..)\n";
+  s += "  float d[" + S(c.bs / 2) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(R, "pr", "tg_sr", c.br(), c.threads(), bk, rdim, p.K, "r0") + "    " +
+       tile_copy(Sop, "ps", "tg_ss", c.bs, c.threads(), bk, sdim, p.K, "s0") + "  };\n";
+  std::string compute;
+  compute += "    const " + tin + "* sr = tg_sr + (kt % " + S(c.stages) + ") * " + S(c.br() * bk) + ";\n";
+  compute += "    const " + tin + "* ss = tg_ss + (kt % " + S(c.stages) + ") * " + S(c.bs * bk) + ";\n";
+  compute += "    unsigned af[2][4];\n#pragma unroll\n    for (int kk = 0; kk < 2; kk++) {\n      unsigned* r = af[kk];\n      " +
+             frag_load(R, true, "sr", c.br(), bk, "wr0") + "\n    }\n";
+  compute += "    tg_wgmma_fence();\n";
+  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) tg_wgmma(d, af[kk], tg_desc(ss + kk * 16));\n";
+  // the next refill overwrites a stage this group reads: wait for it before the next barrier
+  compute += "    tg_wgmma_commit();\n    tg_wgmma_wait<0>();\n";
+  s += k_loop(c.stages, (p.K + bk - 1) / bk, "    tg_fence_async_smem();\n", compute);
+  // accumulators: per 8-column block j of the S rows, (R row g, S rows 2t, 2t+1) and (R row g+8, same)
+  s += "#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
+  s += "    const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
+  s += std::string("    const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = d[i];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
+}
+
+// wgmma on sm_90 when one operand is K-major (TC_WGMMA=0: mma.sync). TC_WGMMA_CFG="warpgroups,bs,stages,min_blocks".
+std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
+  if (sm < 90 || getenv("TC_WGMMA", 1) == 0 || !(p.a.k_major || p.b.k_major)) return std::nullopt;
+  if (const std::string e = getenv_str("TC_WGMMA_CFG"); !e.empty()) {
+    int v[4] = {0, 0, 0, 0};
+    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]);
+    const WgCfg c{v[0], v[1], v[2], v[3]};
+    const bool ok = n == 4 && c.wgs >= 1 && c.wgs <= 2 && c.bs >= 16 && c.bs <= 256 && c.bs % 16 == 0 && c.stages >= 2 && c.min_blocks >= 1 &&
+                    (c.bs * 4) % c.threads() == 0 && c.stages * (c.br() + c.bs) * 64 <= 49152;
+    if (!ok)
+      throw Error("TC_WGMMA_CFG=" + e + ": want warpgroups (1-2),bs (16..256, a multiple of 16 with bs*4 a multiple of the " +
+                  "threads),stages (>= 2),min_blocks with stages*(64*warpgroups+bs)*64 bytes <= 48 KiB");
+    return c;
+  }
+  const WgCfg big{2, 128, 3, 2}, small{1, 128, 4, 2};
+  const int64_t rdim = p.b.k_major ? p.M : p.N, sdim = p.b.k_major ? p.N : p.M;
+  return ((rdim + 127) / 128) * ((sdim + 127) / 128) * p.batch >= 128 ? big : small;
 }
 
 }  // namespace
@@ -387,15 +506,24 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
   if (!r) return std::nullopt;
   try {
     const Plan p = plan(k);
-    const Cfg c = choose(p);
     RenderedProgram prg;
     prg.name = name;
     prg.function_name = to_function_name(name);
     prg.device = k.opts->device;
-    prg.src = render(p, c, *r, prg.function_name);
-    const int64_t tiles = ((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn);
-    prg.global_size = {tiles, 1, p.batch};
-    prg.local_size = {c.threads(), 1, 1};
+    auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
+    if (auto wc = choose_wgmma(p, cuda ? cuda->sm : 0)) {
+      // S (the descriptor operand) must be K-major: B when it is, else A
+      const bool s_is_b = p.b.k_major;
+      prg.src = render_wgmma(p, *wc, *r, prg.function_name, s_is_b);
+      const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+      prg.global_size = {((rdim + wc->br() - 1) / wc->br()) * ((sdim + wc->bs - 1) / wc->bs), 1, p.batch};
+      prg.local_size = {wc->threads(), 1, 1};
+    } else {
+      const Cfg c = choose(p);
+      prg.src = render(p, c, *r, prg.function_name);
+      prg.global_size = {((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn), 1, p.batch};
+      prg.local_size = {c.threads(), 1, 1};
+    }
     for (int64_t g : prg.global_size) prg.global_dims.push_back(UOp::const_(dtypes::int32, g));
     for (int64_t l : prg.local_size) prg.local_dims.push_back(UOp::const_(dtypes::int32, l));
     int64_t nb = 0;
