@@ -386,7 +386,8 @@ RenderedProgram template_program(const UOp& ast, const Renderer& r = sm80()) {
 }
 bool is_template(const RenderedProgram& p) { return p.src.find("tg_cp_async16") != std::string::npos; }
 
-struct GemmCase { const char* what; UOp ast; int64_t tc_opt; bool trans; };
+// trans: the PTX has ldmatrix.trans (an M/N-major operand); kmajor: A or B is K-major (wgmma applies on sm_90)
+struct GemmCase { const char* what; UOp ast; int64_t tc_opt; bool trans; bool kmajor = true; };
 std::vector<GemmCase> template_cases() {
   return {
       {"fp16 256x512x128", last_ast(mat({256, 512}, dtypes::half).matmul(mat({512, 128}, dtypes::half))), 0, true},
@@ -394,7 +395,7 @@ std::vector<GemmCase> template_cases() {
       {"fp16 acc fp16", last_ast(mat({128, 256}, dtypes::half).matmul(mat({256, 128}, dtypes::half), false, dtypes::half)), 0, true},
       {"batched + bias + relu",
        last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu()), 0, true},
-      {"A transposed", last_ast(mat({128, 256}, dtypes::half).transpose().matmul(mat({128, 64}, dtypes::half))), 0, true},
+      {"A transposed", last_ast(mat({128, 256}, dtypes::half).transpose().matmul(mat({128, 64}, dtypes::half))), 0, true, false},
       {"B transposed (linear)", last_ast(mat({256, 128}, dtypes::half).matmul(mat({64, 128}, dtypes::half).transpose())), 0, false},
       {"odd 1000^3 (TC_OPT=2)", last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), 2, true},
       {"4096^3", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), 0, true},
@@ -440,6 +441,32 @@ TEST(TCGemm, PTXHasSharedMemoryPipeline) {
       EXPECT_EQ(count(ptx, "ld.global.u16"), 0u) << c.what << " " << arch;
     }
   }
+}
+
+TEST(TCGemm, PTXHasWgmmaOnSm90) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  static const CUDARenderer sm90r("sm_90");
+  for (const GemmCase& c : template_cases()) {
+    Context ctx({{"TC_OPT", c.tc_opt}});
+    const RenderedProgram p = template_program(c.ast, sm90r);
+    ASSERT_TRUE(is_template(p)) << c.what;
+    const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+    if (!c.kmajor) {   // both operands M/N-major: mma.sync
+      EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k16"), 16u) << c.what;
+      continue;
+    }
+    EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "wgmma.fence.sync.aligned"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "wgmma.wait_group.sync.aligned"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "fence.proxy.async.shared::cta"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
+    EXPECT_EQ(count(ptx, "mma.sync"), 0u) << c.what;
+  }
+  // TC_WGMMA=0 keeps mma.sync on sm_90; sm_80 never gets wgmma
+  Context off({{"TC_WGMMA", 0}});
+  EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("wgmma"), std::string::npos);
 }
 
 // The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
@@ -511,6 +538,40 @@ static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
     c[i] = s;
   }
 }
+// wgmma: the warpgroup's A fragments (mma.sync's layout, warp w holding rows 16w..16w+15) times the descriptor's
+// K-major matrix, read as 8-row groups 512 bytes apart with the 64-byte swizzle applied to the address bits
+struct emu_wgroup { std::barrier<>* bar; unsigned a[128][4]; unsigned long long desc; };
+static thread_local emu_wgroup* emu_g;
+static thread_local int emu_gtid;
+static void tg_wgmma_fence() {}
+static void tg_wgmma_commit() {}
+template <int N> static void tg_wgmma_wait() {}
+static void tg_fence_async_smem() {}
+static unsigned long long tg_desc(const void* p) { return reinterpret_cast<unsigned long long>(p); }
+template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsigned long long desc) {
+  emu_wgroup& w = *emu_g;
+  for (int i = 0; i < 4; i++) w.a[emu_gtid][i] = a[i];
+  if (emu_gtid == 0) w.desc = desc;
+  w.bar->arrive_and_wait();
+  const int wi = emu_gtid / 32, l = emu_gtid % 32, g = l >> 2, t = l & 3;
+  float A[2][16];   // this thread's two rows
+  for (int rr = 0; rr < 2; rr++)
+    for (int k = 0; k < 16; k++) {
+      const int src = wi * 32 + g * 4 + (k % 8) / 2, reg = rr + 2 * (k / 8);
+      A[rr][k] = emu_f(w.a[src][reg] >> (16 * (k % 2)));
+    }
+  for (int i = 0; i < ND; i++) {
+    const int rr = (i & 3) >> 1, col = (i >> 2) * 8 + 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 16; k++) {
+      unsigned long long ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 2 * k;
+      ad ^= ((ad >> 7) & 3) << 4;
+      s += A[rr][k] * emu_f(emu_h(reinterpret_cast<const void*>(ad), 0));
+    }
+    d[i] = s;
+  }
+  w.bar->arrive_and_wait();
+}
 struct emu_ptr { void* p; template <class T> operator T*() const { return static_cast<T*>(p); } };
 )";
 const char* kGemmEmuLaunch = R"(
@@ -521,16 +582,20 @@ extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
     std::vector<std::barrier<>> bars;
     std::vector<emu_warp> warps(nthreads / 32);
     for (int i = 0; i < nthreads / 32; i++) warps[i].bar = new std::barrier<>(32);
+    std::vector<emu_wgroup> groups((nthreads + 127) / 128);
+    for (auto& g : groups) g.bar = new std::barrier<>(std::min(128, nthreads));
     std::vector<std::thread> ts;
     for (int tid = 0; tid < nthreads; tid++)
       ts.emplace_back([&, tid] {
         threadIdx = {tid, 0, 0};
         blockIdx = {gx, 0, gz};
         emu_w = &warps[tid / 32]; emu_lane = tid % 32; emu_block = &block;
+        emu_g = &groups[tid / 128]; emu_gtid = tid % 128;
         EMU_KERNEL(EMU_ARGS);
       });
     for (auto& t : ts) t.join();
     for (auto& w : warps) delete w.bar;
+    for (auto& g : groups) delete g.bar;
   }
 }
 )";
@@ -604,7 +669,7 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; };
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -614,13 +679,20 @@ TEST(TCGemm, WarpEmulated) {
       {"batched + bias + relu, half out",
        last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 72}, dtypes::half)) + mat({72}, dtypes::half)).relu()), 2, 64},
       {"fp16 acc", last_ast(mat({64, 32}, dtypes::half).matmul(mat({32, 64}, dtypes::half), false, dtypes::half)), 0, 64},
+      // sm_90: wgmma with A (K-major) from shared memory and B through registers, then B^T (K-major) by descriptor
+      {"wgmma 128x128x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 128}, dtypes::half))), 0, 0, true},
+      {"wgmma B^T, odd 72x200x40", last_ast(mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose())), 2, 0, true},
+      {"wgmma batched + bias + relu",
+       last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half)) + mat({136}, dtypes::half)).relu()), 2, 0, true},
   };
+  static const CUDARenderer sm90r("sm_90");
   int idx = 0;
   for (const EmuCase& c : cases) {
     SCOPED_TRACE(c.what);
     Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}});
-    const RenderedProgram p = template_program(c.ast);
+    const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
+    ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
     std::string src = p.src;
     for (const char* inc : {"#include <cuda_fp16.h>", "#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"})
       if (size_t at = src.find(inc); at != std::string::npos) src.erase(at, std::string(inc).size());

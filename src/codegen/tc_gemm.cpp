@@ -349,14 +349,15 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
   return o;
 }
 
-// the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill the stage read last time, compute
-std::string k_loop(int stages, int64_t kt_n, const std::string& before_barrier, const std::string& compute) {
+// the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill a stage, compute. The refill goes
+// `ahead` tiles ahead into the stage computed on stages-ahead iterations ago: that compute must be finished (the
+// barrier orders it for plain loads; wgmma waits for all but stages-1-ahead groups at the end of compute).
+std::string k_loop(int stages, int ahead, int64_t kt_n, const std::string& before_barrier, const std::string& compute) {
   std::string s = "  constexpr int KT = " + S(kt_n) + ";\n";
-  s += "#pragma unroll\n  for (int st = 0; st < " + S(stages - 1) + "; st++) {\n    if (st < KT) load_tile(st, st);\n    tg_cp_commit();\n  }\n";
+  s += "#pragma unroll\n  for (int st = 0; st < " + S(ahead) + "; st++) {\n    if (st < KT) load_tile(st, st);\n    tg_cp_commit();\n  }\n";
   s += "  for (int kt = 0; kt < KT; kt++) {\n";
-  s += "    tg_cp_wait<" + S(stages - 2) + ">();\n" + before_barrier + "    __syncthreads();\n";
-  // the stage refilled now was read in the previous iteration, which every warp has finished (the barrier above)
-  s += "    if (kt + " + S(stages - 1) + " < KT) load_tile((kt + " + S(stages - 1) + ") % " + S(stages) + ", kt + " + S(stages - 1) + ");\n";
+  s += "    tg_cp_wait<" + S(ahead - 1) + ">();\n" + before_barrier + "    __syncthreads();\n";
+  s += "    if (kt + " + S(ahead) + " < KT) load_tile((kt + " + S(ahead) + ") % " + S(stages) + ", kt + " + S(ahead) + ");\n";
   s += "    tg_cp_commit();\n" + compute + "  }\n  tg_cp_wait<0>();\n";
   return s;
 }
@@ -391,7 +392,7 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
              "\n        bf[nj][0] = r[0]; bf[nj][1] = r[1]; bf[nj + 1][0] = r[2]; bf[nj + 1][1] = r[3];\n      }\n";
   compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n        for (int ni = 0; ni < " + S(ni_n) +
              "; ni++) tg_mma(c[mi][ni], af[mi], bf[ni]);\n    }\n";
-  s += k_loop(c.stages, (p.K + c.bk - 1) / c.bk, "", compute);
+  s += k_loop(c.stages, c.stages - 1, (p.K + c.bk - 1) / c.bk, "", compute);
   // the epilogue: each lane's accumulators are (row g, cols 2t, 2t+1) and (row g+8, same cols) of every 16x8 tile
   s += "#pragma unroll\n  for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n  for (int ni = 0; ni < " + S(ni_n) +
        "; ni++)\n#pragma unroll\n  for (int i = 0; i < 4; i++) {\n";
@@ -408,7 +409,7 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
 // other operand R goes through registers by ldmatrix (as mma.sync's A fragment): each warp of a warpgroup holds 16
 // of its 64 rows. Each of the block's warpgroups computes 64 R rows x bs S rows.
 struct WgCfg {
-  int wgs, bs, stages, min_blocks;
+  int wgs, bs, stages, min_blocks, inflight = 0;   // inflight: wgmma groups left running across the next refill
   int threads() const { return 128 * wgs; }
   int br() const { return 64 * wgs; }
 };
@@ -470,8 +471,9 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   compute += "    tg_wgmma_fence();\n";
   compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) tg_wgmma(d, af[kk], tg_desc(ss + kk * 16));\n";
   // the next refill overwrites a stage this group reads: wait for it before the next barrier
-  compute += "    tg_wgmma_commit();\n    tg_wgmma_wait<0>();\n";
-  s += k_loop(c.stages, (p.K + bk - 1) / bk, "    tg_fence_async_smem();\n", compute);
+  compute += "    tg_wgmma_commit();\n    tg_wgmma_wait<" + S(c.inflight) + ">();\n";
+  s += k_loop(c.stages, c.stages - 1 - c.inflight, (p.K + bk - 1) / bk, "    tg_fence_async_smem();\n", compute);
+  s += "  tg_wgmma_wait<0>();\n";
   // accumulators: per 8-column block j of the S rows, (R row g, S rows 2t, 2t+1) and (R row g+8, same)
   s += "#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
   s += "    const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
@@ -480,18 +482,19 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   return s;
 }
 
-// wgmma on sm_90 when one operand is K-major (TC_WGMMA=0: mma.sync). TC_WGMMA_CFG="warpgroups,bs,stages,min_blocks".
+// wgmma on sm_90 when one operand is K-major (TC_WGMMA=0: mma.sync). TC_WGMMA_CFG="warpgroups,bs,stages,min_blocks[,inflight]".
 std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
   if (sm < 90 || getenv("TC_WGMMA", 1) == 0 || !(p.a.k_major || p.b.k_major)) return std::nullopt;
   if (const std::string e = getenv_str("TC_WGMMA_CFG"); !e.empty()) {
-    int v[4] = {0, 0, 0, 0};
-    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]);
-    const WgCfg c{v[0], v[1], v[2], v[3]};
-    const bool ok = n == 4 && c.wgs >= 1 && c.wgs <= 2 && c.bs >= 16 && c.bs <= 256 && c.bs % 16 == 0 && c.stages >= 2 && c.min_blocks >= 1 &&
+    int v[5] = {0, 0, 0, 0, 0};
+    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
+    const WgCfg c{v[0], v[1], v[2], v[3], v[4]};
+    const bool ok = (n == 4 || n == 5) && c.inflight >= 0 && c.inflight <= c.stages - 2 && c.wgs >= 1 && c.wgs <= 2 && c.bs >= 16 &&
+                    c.bs <= 256 && c.bs % 16 == 0 && c.stages >= 2 && c.min_blocks >= 1 &&
                     (c.bs * 4) % c.threads() == 0 && c.stages * (c.br() + c.bs) * 64 <= 49152;
     if (!ok)
       throw Error("TC_WGMMA_CFG=" + e + ": want warpgroups (1-2),bs (16..256, a multiple of 16 with bs*4 a multiple of the " +
-                  "threads),stages (>= 2),min_blocks with stages*(64*warpgroups+bs)*64 bytes <= 48 KiB");
+                  "threads),stages (>= 2),min_blocks[,inflight (0..stages-2)] with stages*(64*warpgroups+bs)*64 bytes <= 48 KiB");
     return c;
   }
   const WgCfg big{2, 128, 3, 2}, small{1, 128, 4, 2};
