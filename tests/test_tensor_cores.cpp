@@ -820,6 +820,27 @@ TEST(TensorCoresGPU, DtypesBatchedTransposedEpilogue) {
   check_gemm(2, 128, 256, 128, dtypes::half, std::nullopt, false, false, true, 5e-3);     // bias + relu fused
 }
 
+// every block tile a sweep may pick as a default, on edges that need predication, with A or B K-major (wgmma's
+// shared-memory operand is the K-major one); the big square case takes the 128x128 tiles by default
+TEST(TensorCoresGPU, TemplateConfigs) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(15);
+  check_gemm(1, 2048, 256, 2048, dtypes::half, std::nullopt, false, false, false, 5e-3);
+  for (const char* cfg : {"128,128,2,4,3,2", "128,128,2,2,3,2", "64,64,2,2,4,4", "128,64,2,2,4,2", "128,256,2,4,2,1"}) {
+    SCOPED_TRACE(std::string("TC_GEMM_CFG=") + cfg);
+    Context ctx(std::map<std::string, std::string>{{"TC_GEMM_CFG", cfg}, {"TC_WGMMA", "0"}, {"TC_OPT", "2"}});
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+  }
+  for (const char* cfg : {"2,128,3,2,0", "2,128,3,2,1", "2,256,2,1,0", "1,128,4,2,1", "1,256,2,1,0", "1,192,3,1,1", "2,64,4,2,2"}) {
+    SCOPED_TRACE(std::string("TC_WGMMA_CFG=") + cfg);
+    Context ctx(std::map<std::string, std::string>{{"TC_WGMMA_CFG", cfg}, {"TC_OPT", "2"}});
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+    check_gemm(2, 136, 72, 200, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+  }
+}
+
 TEST(TensorCoresGPU, Conv2dHalf) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(14);
