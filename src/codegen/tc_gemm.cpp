@@ -497,7 +497,9 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
                   "threads),stages (>= 2),min_blocks[,inflight (0..stages-2)] with stages*(64*warpgroups+bs)*64 bytes <= 48 KiB");
     return c;
   }
-  const WgCfg big{2, 128, 3, 2}, small{1, 128, 4, 2};
+  // H100, 4096^3 / 1024^3 fp16 (bench/tc_notes.md): 2 warpgroups of 64x128 without in-flight groups for large grids;
+  // for small ones (fewer than 128 tiles of 128x128) one warpgroup with one group in flight fills the SMs better
+  const WgCfg big{2, 128, 3, 2, 0}, small{1, 128, 4, 2, 1};
   const int64_t rdim = p.b.k_major ? p.M : p.N, sdim = p.b.k_major ? p.N : p.M;
   return ((rdim + 127) / 128) * ((sdim + 127) / 128) * p.batch >= 128 ? big : small;
 }
