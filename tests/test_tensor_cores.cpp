@@ -417,6 +417,20 @@ TEST(TCGemm, TakenAndFallsBack) {
   EXPECT_FALSE(is_template(template_program(last_ast(mat({64, 4097}, dtypes::half).matmul(mat({4097, 64}, dtypes::half))))));
   const RenderedProgram odd = template_program(last_ast(mat({4097, 64}, dtypes::half).matmul(mat({64, 33}, dtypes::half))));
   EXPECT_FALSE(is_template(odd));   // N=33: B's rows are not 16-byte aligned
+  // with no TC_OPT asked for, sizes that are not multiples of the tensor core's dims pad (level 2) only when the
+  // template takes the kernel (its edges are predicated); otherwise the kernel keeps no TC opt
+  {
+    Context unset(std::map<std::string, std::string>{{"TC_OPT", ""}});
+    Kernel k(last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), sm80());
+    k.hand_coded_optimizations();
+    ASSERT_TRUE(k.tensor_core);
+    EXPECT_TRUE(is_template(k.to_program()));
+    Kernel k2(last_ast(mat({100, 300}, dtypes::half).matmul(mat({300, 70}, dtypes::half))), sm80());
+    k2.hand_coded_optimizations();
+    EXPECT_FALSE(k2.tensor_core);
+    Kernel k3(last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), sm80());
+    EXPECT_FALSE(k3.apply_tensor_cores(1, std::nullopt, 0, 0));   // an explicit level is kept
+  }
   // the launch: one block per 128x128 (or 64x64) tile, batch in z
   const RenderedProgram p = template_program(template_cases()[3].ast);
   EXPECT_EQ(p.global_size[2], 4);

@@ -506,6 +506,15 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
 
 }  // namespace
 
+bool tc_gemm_applies(const Kernel& k) {
+  try {
+    plan(k);
+    return dynamic_cast<const CStyleLanguage*>(k.opts) != nullptr;
+  } catch (const NotCovered&) {
+    return false;
+  }
+}
+
 std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name) {
   auto* r = dynamic_cast<const CStyleLanguage*>(k.opts);
   if (!r) return std::nullopt;

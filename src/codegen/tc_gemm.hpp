@@ -18,5 +18,7 @@ class Kernel;
 // (or TC=2), not CUDA, TC_GEMM=0, a fused second reduce, symbolic shapes, several M or N axes (conv), operands
 // whose contiguous axis is neither K nor M/N or whose rows are not 16-byte aligned. Those use the WMMA path.
 std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name);
+// whether tc_gemm_program would render k from the template
+bool tc_gemm_applies(const Kernel& k);
 
 }  // namespace tg
