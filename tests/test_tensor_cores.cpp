@@ -431,6 +431,13 @@ TEST(TCGemm, TakenAndFallsBack) {
     Kernel k3(last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), sm80());
     EXPECT_FALSE(k3.apply_tensor_cores(1, std::nullopt, 0, 0));   // an explicit level is kept
   }
+  // a block tile the template can't build is a user error naming the variable
+  {
+    Context bad(std::map<std::string, std::string>{{"TC_GEMM_CFG", "100,128,2,4,3,2"}});
+    EXPECT_THROW(template_program(half_ast), Error);
+    Context bad2(std::map<std::string, std::string>{{"TC_WGMMA_CFG", "2,128,4,2"}});   // 64 KiB of shared memory
+    EXPECT_THROW(template_program(half_ast, CUDARenderer("sm_90")), Error);
+  }
   // the launch: one block per 128x128 (or 64x64) tile, batch in z
   const RenderedProgram p = template_program(template_cases()[3].ast);
   EXPECT_EQ(p.global_size[2], 4);

@@ -114,6 +114,10 @@ Plan plan(const Kernel& k) {
   p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
   for (int ax : p.batch_axes) p.batch *= p.full[ax];
   need(p.batch <= 65535);
+  // the epilogue's and the store's indices are int32 too
+  for (const UOp& u : p.store.toposort())
+    if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
+      need(st_of(u->src[1]).real_size() < (int64_t{1} << 31));
   p.a = operand(mul->src[0], v0, p.m_axis, p.k_axis, p.batch_axes, p.full);
   p.b = operand(mul->src[1], v1, p.n_axis, p.k_axis, p.batch_axes, p.full);
   return p;
