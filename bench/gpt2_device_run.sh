@@ -20,16 +20,19 @@ t0=$(date +%s)
 cmake --build build-gpu -j $J --target gpt2 bench_gpt2 test_gpt2 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
 echo "build $(( $(date +%s) - t0 )) s"
 echo "== test_gpt2 on CUDA"
-DEVICE=CUDA timeout ${TEST_TIMEOUT:-150} ./build-gpu/tests/test_gpt2 --gtest_brief=1 > "$OUT/test_gpt2.log" 2>&1; echo "test_gpt2 rc=$?"
+DEVICE=CUDA timeout ${TEST_TIMEOUT:-100} ./build-gpu/tests/test_gpt2 --gtest_brief=1 > "$OUT/test_gpt2.log" 2>&1; echo "test_gpt2 rc=$?"
 grep -E "FAILED|Failure|PASSED|SKIPPED \]|tests ran" "$OUT/test_gpt2.log" | head -20
-echo "== bench_gpt2 on CUDA (tg)"
-for half in 0 1; do
-  CHECKPOINT=/tmp/gpt2ck DEVICE=CUDA HALF=$half TOKENS=$TOKENS timeout 150 ./build-gpu/bench/bench_gpt2 >> "$OUT/bench_tg.jsonl" 2>> "$OUT/bench_tg.err"
-  echo "bench_gpt2 HALF=$half rc=$?"
-done
-cat "$OUT/bench_tg.jsonl"; tail -5 "$OUT/bench_tg.err"
+bench() {   # $1: HALF
+  CHECKPOINT=/tmp/gpt2ck DEVICE=CUDA HALF=$1 TOKENS=$TOKENS timeout 120 ./build-gpu/bench/bench_gpt2 >> "$OUT/bench_tg.jsonl" 2>> "$OUT/bench_tg.err"
+  echo "bench_gpt2 HALF=$1 rc=$?"
+}
+echo "== bench_gpt2 fp16 on CUDA (tg)"
+bench 1
 echo "== torch $(python3 -c 'import torch; print(torch.__version__)' 2>&1)"
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/torch_gpt2_decode.py $TOKENS > "$OUT/bench_torch.jsonl" 2> "$OUT/bench_torch.err"; echo "torch rc=$?"
+PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch_gpt2_decode.py $TOKENS > "$OUT/bench_torch.jsonl" 2> "$OUT/bench_torch.err"; echo "torch rc=$?"
+echo "== bench_gpt2 fp32 on CUDA (tg)"
+bench 0
+cat "$OUT/bench_tg.jsonl"; tail -5 "$OUT/bench_tg.err"
 cat "$OUT/bench_torch.jsonl"; tail -5 "$OUT/bench_torch.err"
 python3 - "$OUT" <<'PY'
 import json, sys
@@ -50,5 +53,5 @@ for dt in ("fp32", "fp16"):
     print(json.dumps({"ratio": "tg_over_torch", "dtype": dt, "tg_tok_s": t, "torch_tok_s": p, "tg_over": r, "goal_fp16_tok_s": 1500 if dt == "fp16" else None}))
 PY
 echo "== one decode step, DEBUG=2 (fp16)"
-DEVICE=CUDA DEBUG=2 timeout 90 ./build-gpu/examples/gpt2 --random-weights --half --count 4 --temperature 0 --prompt "Hello world" > "$OUT/debug2_fp16.log" 2>&1
+DEVICE=CUDA DEBUG=2 timeout 60 ./build-gpu/examples/gpt2 --random-weights --half --count 4 --temperature 0 --prompt "Hello world" > "$OUT/debug2_fp16.log" 2>&1
 echo "gpt2 DEBUG=2 rc=$?"; grep -E "JIT|captured" "$OUT/debug2_fp16.log" | head -5
