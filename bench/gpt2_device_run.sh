@@ -32,6 +32,7 @@ echo "== torch $(python3 -c 'import torch; print(torch.__version__)' 2>&1)"
 PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch_gpt2_decode.py $TOKENS > "$OUT/bench_torch.jsonl" 2> "$OUT/bench_torch.err"; echo "torch rc=$?"
 echo "== bench_gpt2 fp32 on CUDA (tg)"
 bench 0
+if [ -n "${COMPARE_JIT2:-}" ]; then echo "== bench_gpt2 fp16, JIT=2 (replay without device graphs)"; JIT=2 bench 1; fi
 cat "$OUT/bench_tg.jsonl"; tail -5 "$OUT/bench_tg.err"
 cat "$OUT/bench_torch.jsonl"; tail -5 "$OUT/bench_torch.err"
 python3 - "$OUT" <<'PY'
@@ -43,7 +44,7 @@ def lines(f):
         try: r.append(json.loads(l))
         except Exception: pass
     return r
-tg = {j["dtype"]: j["tok_s"] for j in lines(o + "/bench_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg"}
+tg = {j["dtype"]: j["tok_s"] for j in lines(o + "/bench_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg" and j.get("JIT") != "2"}
 th = {}
 for j in lines(o + "/bench_torch.jsonl"):
     if "tok_s" in j: th.setdefault({"float32": "fp32", "float16": "fp16"}[j["dtype"]], {})["graph" if "graph" in j["impl"] else "eager"] = j["tok_s"]
