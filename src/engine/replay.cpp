@@ -24,6 +24,7 @@ GraphRunner::GraphRunner(Compiled& dev, std::unique_ptr<DeviceGraph> graph, std:
   }
   lds_estimate = mem_estimate;
   graph_->instantiate();
+  GraphStats::built++;
 }
 
 double GraphRunner::launch(bool wait) {
@@ -32,7 +33,9 @@ double GraphRunner::launch(bool wait) {
     if (!(kernels_[i]->args == in_graph_[i])) {
       graph_->update(i, kernels_[i]->args);
       in_graph_[i] = kernels_[i]->args;   // same sizes: no allocation
+      GraphStats::node_updates++;
     }
+  GraphStats::launches++;
   return graph_->launch(wait);
 }
 

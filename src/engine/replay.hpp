@@ -2,7 +2,7 @@
 // The captured kernels are bound once: buffer handles, variable slots and launch dims are kept, and
 // a replay patches only the input buffers and the variable values before calling the programs, so
 // a replayed kernel costs a program call and no lookups, maps or strings.
-// JIT=1 (default): consecutive kernels of a device with graphs (CUDA) are batched into device
+// JIT=1 (default): consecutive kernels of a device with graphs (CUDA graphs; the CPU call list) are batched into device
 // graphs of up to JIT_BATCH_SIZE kernels (32, doubling after each batch, as tinygrad); copies and
 // other items run between the batches; an argument that changed is updated in the graph in place.
 // JIT=2: the same bound kernels launched one by one. DEBUG>=2 or PROFILE: every item goes through
@@ -24,6 +24,13 @@ struct BoundKernel {
   std::vector<size_t> var_slots;      // args.vals[i] is the replay's value of variable var_slots[i]
   bool changes = false;               // args may differ between replays (an input buffer or a variable)
   void launch() { (*runner->clprg)(args.bufs, args.global_size, args.local_size, args.vals, false); }
+};
+
+// What the device graphs did, process-wide (for tests and benchmarks).
+struct GraphStats {
+  static inline int64_t built = 0;          // device graphs instantiated
+  static inline int64_t launches = 0;       // graph launches
+  static inline int64_t node_updates = 0;   // kernel nodes whose arguments were updated in place
 };
 
 // A batch of bound kernels of one device as one device graph.
