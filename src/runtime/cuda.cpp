@@ -169,11 +169,17 @@ const CudaApi& api() {
   return a;
 }
 
-void check(CUresult r, const std::string& what) {
-  if (r == 0) return;
+[[noreturn]] void fail(CUresult r, const std::string& what) {
   const char* s = nullptr;
   api().cuGetErrorString(r, &s);
   throw Error("CUDA error " + std::to_string(r) + " (" + (s ? s : "unknown") + ") in " + what);
+}
+void check(CUresult r, const std::string& what) {
+  if (r != 0) fail(r, what);
+}
+// for the per-launch calls: a literal builds no std::string unless the call failed
+void check(CUresult r, const char* what) {
+  if (r != 0) fail(r, what);
 }
 
 // ---- compiler ----
@@ -377,8 +383,8 @@ class CUDAProgram : public RuntimeProgram {
       for (auto& e : ev) check(a.cuEventCreate(&e, 0), "cuEventCreate");
       check(a.cuEventRecord(ev[0], stream_), "cuEventRecord");
     }
-    check(a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, stream_, params.ptrs(), nullptr),
-          "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
+    if (CUresult r = a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, stream_, params.ptrs(), nullptr); r != 0)
+      fail(r, "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
     if (!wait) return 0;
     check(a.cuEventRecord(ev[1], stream_), "cuEventRecord");
     check(a.cuEventSynchronize(ev[1]), "kernel " + name_);
@@ -446,7 +452,7 @@ class CUDAGraph : public DeviceGraph {
       for (auto& e : ev_) if (!e) check(a.cuEventCreate(&e, 0), "cuEventCreate");
       check(a.cuEventRecord(ev_[0], stream_), "cuEventRecord");
     }
-    check(a.cuGraphLaunch(exec_, stream_), "cuGraphLaunch (" + std::to_string(nodes_.size()) + " kernels)");
+    if (CUresult r = a.cuGraphLaunch(exec_, stream_); r != 0) fail(r, "cuGraphLaunch (" + std::to_string(nodes_.size()) + " kernels)");
     if (!wait) return 0;
     check(a.cuEventRecord(ev_[1], stream_), "cuEventRecord");
     check(a.cuEventSynchronize(ev_[1]), "graph of " + std::to_string(nodes_.size()) + " kernels");
