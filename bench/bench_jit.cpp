@@ -3,12 +3,15 @@
 //     alternating between two buffers (so each replay updates an argument); one line per device
 //     (CPU, and CUDA when present) and mode: JIT=2 (kernel by kernel) and JIT=1 (device graphs:
 //     CUDA graphs, the CPU's call list). In the same run:
-//       replay_us_per_kernel   wall time of a replay / N (steady state, device synchronized)
-//       device_us_per_kernel   the kernels' own time / N, from PROFILE=1 replays of the same mode:
-//                              CPU: each kernel call timed alone (JIT=2) or each batch's calls
-//                              (JIT=1); CUDA: device events around each kernel (JIT=2) or each
-//                              graph (JIT=1), so it includes the GPU's wait for the launch
-//       overhead_us_per_kernel the difference: what the replay adds to the kernels
+//       replay_us_per_kernel   wall time of a replay / N (steady state, device synchronized; the
+//                              fastest of 5 chunks, as the machine may be shared)
+//       host_us_per_kernel     the host's time in the replay calls / N (before the synchronize)
+//       device_us_per_kernel   the kernels' own time / N: the smaller median of PROFILE=1 replays
+//                              kernel by kernel (each kernel timed alone: the call on CPU, device
+//                              events on CUDA, which there include the GPU's wait for the launch)
+//                              and by graph (each graph's calls on CPU, events around each CUDA
+//                              graph: its kernels back to back on the GPU); the same for both modes
+//       overhead_us_per_kernel replay - device: what the replay adds to the kernels
 //       eager_us_per_kernel    the same function run eagerly (schedule + method cache + run)
 //   decode: a KV-cache attention step over cache[:, :, 0:start_pos+1], jitted once with a
 //           symbolic start_pos, against the same step captured separately for each fixed length.
@@ -62,37 +65,45 @@ void bench_replay(const std::string& dev, int n, int reps) {
   for (int r = 0; r < eager_reps; r++) chain({x0}, n);
   Device::synchronize(dev);
   const double eager = secs(t1, clk::now()) / eager_reps;
+  struct Mode { int64_t jit, graphs; double replay, host, profiled; };
+  std::vector<Mode> modes;
   for (int64_t mode : {2, 1}) {
     Context m{{"JIT", mode}};
     const int64_t built0 = GraphStats::built;
     for (int i = 0; i < 4; i++) jf({i % 2 ? x1 : x0});   // warm; JIT=1 builds its graphs here
-    // the fastest of 5 chunks: this machine may be shared, a preempted chunk is not the replay's cost
-    double replay = 1e30;
+    double replay = 1e30, host = 1e30;
     for (int chunk = 0; chunk < 5; chunk++) {
       Device::synchronize(dev);
       auto t0 = clk::now();
       for (int r = 0; r < reps / 5 + 1; r++) jf({r % 2 ? x1 : x0});
+      auto th = clk::now();
       Device::synchronize(dev);
       replay = std::min(replay, secs(t0, clk::now()) / (reps / 5 + 1));
+      host = std::min(host, secs(t0, th) / (reps / 5 + 1));
     }
-    double kernels = 0;
+    double profiled = 0;
     {
       Context p{{"PROFILE", 1}};
-      std::vector<double> per;   // the median replay
+      std::vector<double> per;
       for (int r = 0; r < reps / 4 + 1; r++) {
         const double s0 = GlobalCounters::time_sum_s;
         jf({r % 2 ? x1 : x0});
         per.push_back(GlobalCounters::time_sum_s - s0);
       }
       std::nth_element(per.begin(), per.begin() + static_cast<long>(per.size() / 2), per.end());
-      kernels = per[per.size() / 2];
+      profiled = per[per.size() / 2];
       profile::clear();   // no trace file at exit
     }
+    modes.push_back({mode, GraphStats::built - built0, replay, host, profiled});
+  }
+  double kernels = 1e30;
+  for (const Mode& m : modes) kernels = std::min(kernels, m.profiled);
+  for (const Mode& m : modes) {
     std::printf("{\"bench\": \"jit_replay\", \"device\": \"%s\", \"jit_mode\": %ld, \"graphs\": %ld, \"kernels\": %zu, "
-                "\"replay_us_per_kernel\": %.3f, \"device_us_per_kernel\": %.3f, \"overhead_us_per_kernel\": %.3f, "
-                "\"eager_us_per_kernel\": %.3f, \"eager_over_replay\": %.1f, \"match_eager\": %s}\n",
-                dev.c_str(), static_cast<long>(mode), static_cast<long>(GraphStats::built - built0), jf.captured_kernels(), replay / n * 1e6,
-                kernels / n * 1e6, (replay - kernels) / n * 1e6, eager / n * 1e6, eager / replay, match ? "true" : "false");
+                "\"replay_us_per_kernel\": %.3f, \"host_us_per_kernel\": %.3f, \"device_us_per_kernel\": %.3f, "
+                "\"overhead_us_per_kernel\": %.3f, \"eager_us_per_kernel\": %.3f, \"eager_over_replay\": %.1f, \"match_eager\": %s}\n",
+                dev.c_str(), static_cast<long>(m.jit), static_cast<long>(m.graphs), jf.captured_kernels(), m.replay / n * 1e6,
+                m.host / n * 1e6, kernels / n * 1e6, (m.replay - kernels) / n * 1e6, eager / n * 1e6, eager / m.replay, match ? "true" : "false");
     std::fflush(stdout);
   }
 }
