@@ -40,7 +40,10 @@ std::string names_str(const VarBindings& v) {
   return out + "}";
 }
 void realize_all(std::vector<Tensor>& r) {
-  if (r.empty()) return;
+  // inputs are usually realized already: no schedule to build (a replay pays for every step here)
+  bool all = true;
+  for (const Tensor& t : r) all = all && Access::lazydata(t)->is_realized();
+  if (all) return;
   Tensor first = r[0];
   first.realize(std::vector<Tensor>(r.begin() + 1, r.end()));
 }
@@ -118,7 +121,9 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
 
   std::vector<std::string> names;
   for (auto& [k, v] : var_vals) names.push_back(k);
-  const int64_t mode = getenv("JIT", 1);
+  thread_local uint64_t seen = 0;   // JIT, read again only after a tg::Context change
+  thread_local int64_t mode = 1;
+  if (const uint64_t g = context_generation(); g != seen) mode = getenv("JIT", 1), seen = g;
   if (mode < 0 || mode > 2) throw Error("TinyJit: JIT=" + std::to_string(mode) + " is not a mode; use JIT=0 (off), 1 (graphs) or 2 (no graphs)");
   if (mode == 0) {
     auto r = s.fn(inputs, vars);
