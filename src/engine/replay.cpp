@@ -68,6 +68,7 @@ JitReplay::JitReplay(std::vector<ExecItem> items, const std::vector<std::shared_
     }
     BoundKernel k;
     k.runner = cr;
+    k.item = j;
     for (auto& b : ei.bufs) k.args.bufs.push_back(b->ptr());
     for (const std::string& v : cr->p.vars) {
       auto it = std::find(var_names_.begin(), var_names_.end(), v);
@@ -164,15 +165,12 @@ void JitReplay::run(const std::vector<std::shared_ptr<Buffer>>& inputs, const Va
 void JitReplay::run_steps(const std::vector<Step>& steps, const VarVals& var_vals) {
   if (debug() >= 2 || profile::enabled()) {
     // every item through ExecItem::run: its DEBUG line, its timing, its profile event
-    std::vector<size_t> item_of_kernel(kernels_.size());
-    for (size_t j = 0; j < items_.size(); j++)
-      if (kernel_of_item_[j] >= 0) item_of_kernel[static_cast<size_t>(kernel_of_item_[j])] = j;
     for (const Step& s : steps) {
       if (s.kind == Step::Graph) {
         ExecItem{graphs_[s.index], {}, {}}.run(var_vals, false, true);
         GlobalCounters::kernel_count += static_cast<int64_t>(graphs_[s.index]->size()) - 1;   // counted per kernel
       } else {
-        items_[s.kind == Step::Kernel ? item_of_kernel[s.index] : s.index].run(var_vals, false, true);
+        items_[s.kind == Step::Kernel ? kernels_[s.index].item : s.index].run(var_vals, false, true);
       }
     }
     return;

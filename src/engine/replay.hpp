@@ -2,9 +2,10 @@
 // The captured kernels are bound once: buffer handles, variable slots and launch dims are kept, and
 // a replay patches only the input buffers and the variable values before calling the programs, so
 // a replayed kernel costs a program call and no lookups, maps or strings.
-// JIT=1 (default): consecutive kernels of a device with graphs (CUDA graphs; the CPU call list) are batched into device
-// graphs of up to JIT_BATCH_SIZE kernels (32, doubling after each batch, as tinygrad); copies and
-// other items run between the batches; an argument that changed is updated in the graph in place.
+// JIT=1 (default): consecutive kernels of one device are batched into device graphs (CUDA graphs;
+// on the CPU a call list) of up to JIT_BATCH_SIZE kernels (32, doubling after each batch, as
+// tinygrad); copies and other items run between the batches; an argument that changed is updated
+// in the graph in place, never rebuilt.
 // JIT=2: the same bound kernels launched one by one. DEBUG>=2 or PROFILE: every item goes through
 // ExecItem::run for its line and timing (a graph shows as one "<batched N>" item).
 #pragma once
@@ -20,6 +21,7 @@ namespace tg {
 // One captured kernel with its launch arguments bound.
 struct BoundKernel {
   CompiledRunner* runner = nullptr;   // owned by the capture's ExecItem
+  size_t item = 0;                    // that ExecItem's index in the capture
   KernelLaunch args;                  // what the next launch passes; patched by each replay
   std::vector<size_t> var_slots;      // args.vals[i] is the replay's value of variable var_slots[i]
   bool changes = false;               // args may differ between replays (an input buffer or a variable)
