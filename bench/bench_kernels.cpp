@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/pack.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "limits.hpp"
@@ -59,30 +60,49 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// One kernel's optimized Kernel in a mode: hand-coded opts, none, or BEAM=2 (the search's own pick)
+std::unique_ptr<Kernel> mode_kernel(const Renderer& ren, const UOp& ast, const std::string& mode) {
+  if (mode == "beam") {
+    Kernel kb(ast, ren);
+    kb.required_optimizations();
+    auto rawbufs = bufs_from_lin(kb);
+    return beam_search(kb, rawbufs, 2);
+  }
+  Context ctx({{"NOOPT", mode == "noopt" ? 1 : 0}, {"BEAM", 0}});
+  return get_kernel(ren, ast);
+}
+
 // Builds, compiles and times every kernel of the schedule in one mode; returns their summed time.
+// A CPU GEMM with a packed operand (codegen/pack.hpp) is two kernels here, as in realize.
 Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode) {
   Result res;
   for (const ScheduleItem& si : sched) {
     if (si.kind != MetaOps::KERNEL) continue;
     const Renderer& ren = get_renderer(si.bufs[0]->device);
-    std::unique_ptr<Kernel> k;
-    if (mode == "beam") {
-      Kernel kb(Access::uop(si.ast), ren);
-      kb.required_optimizations();
-      auto rawbufs = bufs_from_lin(kb);
-      k = beam_search(kb, rawbufs, 2);
-    } else {
-      Context ctx({{"NOOPT", mode == "noopt" ? 1 : 0}, {"BEAM", 0}});
-      k = get_kernel(ren, Access::uop(si.ast));
-    }
-    CompiledRunner r(k->to_program());
     std::vector<Buffer*> bufs;
     for (auto& b : si.bufs) bufs.push_back(&b->ensure_allocated());
-    res.seconds += time_runner(r, bufs);
+    std::vector<std::pair<UOp, std::vector<Buffer*>>> jobs;
+    std::shared_ptr<Buffer> scratch;
+    std::optional<PackPlan> plan = mode == "noopt" ? std::nullopt : cpu_gemm_pack(Access::uop(si.ast), ren);
+    if (plan) {
+      scratch = std::make_shared<Buffer>(si.bufs[0]->device, plan->scratch_size, plan->dtype);
+      scratch->ensure_allocated();
+      std::vector<Buffer*> gb = bufs;
+      gb.resize(std::max<size_t>(gb.size(), plan->scratch_index + 1), scratch.get());
+      jobs.push_back({plan->pack_ast, {scratch.get(), bufs[plan->b_index]}});
+      jobs.push_back({plan->gemm_ast, gb});
+    } else {
+      jobs.push_back({Access::uop(si.ast), bufs});
+    }
+    for (auto& [ast, jb] : jobs) {
+      std::unique_ptr<Kernel> k = mode_kernel(ren, ast, mode);
+      CompiledRunner r(k->to_program());
+      res.seconds += time_runner(r, jb);
+      res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
+      res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
+    }
     res.out.assign(si.bufs[0]->size, 0.0f);
     si.bufs[0]->copyout(res.out.data(), res.out.size() * sizeof(float));
-    res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
-    res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
   }
   return res;
 }

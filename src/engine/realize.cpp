@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "codegen/pack.hpp"
 #include "engine/graph.hpp"
 #include "engine/profile.hpp"
 #include "engine/search.hpp"
@@ -109,6 +110,23 @@ std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& buf
   TG_ASSERT(static_cast<int>(ptrs.size()) >= p.n_bufs, "kernel " + p.function_name + " needs " + std::to_string(p.n_bufs) + " buffers");
   double et = (*clprg)(ptrs, global_size, local_size, vals, wait);
   if (wait) return et;
+  return std::nullopt;
+}
+
+PackedRunner::PackedRunner(std::shared_ptr<CompiledRunner> pack_, std::shared_ptr<CompiledRunner> gemm_, int64_t b_index,
+                           int64_t scratch_index, int64_t scratch_size, DType dtype)
+    : Runner(gemm_->display_name, gemm_->device, gemm_->op_estimate, pack_->mem_estimate + gemm_->mem_estimate),
+      pack(std::move(pack_)), gemm(std::move(gemm_)), b_index_(b_index), scratch_index_(scratch_index),
+      scratch_(std::make_shared<Buffer>(gemm->device, scratch_size, dtype)) {}
+
+std::optional<double> PackedRunner::operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) {
+  TG_ASSERT(static_cast<int64_t>(bufs.size()) > b_index_, "packed kernel " + gemm->p.function_name + " is missing its b buffer");
+  Buffer* scratch = &scratch_->ensure_allocated();
+  std::vector<Buffer*> gb(bufs);
+  gb.resize(std::max<size_t>(gb.size(), scratch_index_ + 1), scratch);
+  gb[scratch_index_] = scratch;
+  std::optional<double> t1 = (*pack)({scratch, bufs[b_index_]}, var_vals, wait), t2 = (*gemm)(gb, var_vals, wait);
+  if (t1 && t2) return *t1 + *t2;
   return std::nullopt;
 }
 
@@ -260,6 +278,14 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
   return ret;
 }
 
+std::shared_ptr<Runner> get_kernel_runner(const std::string& device, const UOp& ast) {
+  if (!getenv("NOOPT"))
+    if (auto plan = cpu_gemm_pack(ast, get_renderer(device)))
+      return std::make_shared<PackedRunner>(get_runner(device, plan->pack_ast), get_runner(device, plan->gemm_ast), plan->b_index,
+                                            plan->scratch_index, plan->scratch_size, plan->dtype);
+  return get_runner(device, ast);
+}
+
 void clear_method_cache() {
   std::lock_guard<std::mutex> lock(cache_mu);
   method_cache.clear();
@@ -320,7 +346,7 @@ ExecItem lower_schedule_item(const ScheduleItem& si) {
     for (const auto& b : si.bufs)
       TG_ASSERT(b->device == out_device, "all buffers of a kernel must be on one device: " + si.str());
   switch (si.kind) {
-    case MetaOps::KERNEL: return ExecItem{get_runner(out_device, Access::uop(si.ast)), si.bufs, si.metadata};
+    case MetaOps::KERNEL: return ExecItem{get_kernel_runner(out_device, Access::uop(si.ast)), si.bufs, si.metadata};
     case MetaOps::COPY:
       TG_ASSERT(si.bufs.size() == 2, "a COPY has a destination and a source: " + si.str());
       return ExecItem{std::make_shared<BufferCopy>(si.bufs[0]->nbytes(), out_device, si.bufs[1]->device, !si.var_vals.empty()), si.bufs, si.metadata};
