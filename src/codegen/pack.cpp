@@ -7,6 +7,7 @@
 #include <functional>
 #include <iostream>
 #include <numeric>
+#include <thread>
 #include <unordered_map>
 
 #include "shape/shapetracker_arg.hpp"
@@ -26,6 +27,12 @@ int64_t l2_bytes() {
     return v > 0 ? static_cast<int64_t>(v) : int64_t{1} << 20;
   }();
   return getenv("CPU_L2", l2);
+}
+
+// the CPU runtime's thread count (THREADS, else all cores), as the heuristics see it
+int64_t cpu_threads() {
+  const int64_t n = getenv("THREADS", 0);
+  return n > 0 ? n : std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 // The ast with every ShapeTracker's axis v split into (shape[v] / nc, nc), the reduce axes moved
@@ -102,11 +109,21 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
         else batch.push_back(i);
       }
       if (!ok || rows < 32) continue;
-      const int64_t nc = full[v] % (2 * lanes) == 0 ? 2 * lanes : lanes;
+      // the panel: two vectors wide (the register tile's columns), or a few tiles side by side when
+      // that still fits half the L2: the row tiles then sweep the tiles of one panel in turn while their
+      // rows of a stay in L1, which divides the passes over a by that many (2048^3: a is 16 MB)
+      int64_t nc = full[v] % (2 * lanes) == 0 ? 2 * lanes : lanes;
+      // (the threads split the panels: at least two each)
+      for (int64_t blk : {4, 2})
+        if (nc == 2 * lanes && full[v] % (nc * blk) == 0 && full[v] / (nc * blk) >= 2 * cpu_threads() &&
+            K * nc * blk * 4 <= l2_bytes() / 2 && blk <= getenv("CPU_PACK_BLOCK", 4)) {
+          nc *= blk;
+          break;
+        }
       // already panel-shaped: consecutive lanes along N and the next k within a cache line or two
       if (sb[v] == 1 && sb[r] && *sb[r] > 0 && *sb[r] * 4 <= 2 * 64) continue;
       // the panel (K x nc) must stay in half the L2 (no K-blocking here); the work must dwarf the copy
-      if (K * nc * 4 > l2_bytes() / 2 || K < 16) continue;
+      if (K * nc * 4 > l2_bytes() / 2 || K < 16) continue;   // (nc was only widened within it)
       int64_t bsize = full[v] * K, work = 1;
       for (int64_t i : batch) bsize *= full[i];
       for (int64_t i = 0; i < n; i++) work *= full[i];
