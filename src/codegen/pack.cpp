@@ -143,7 +143,12 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       for (size_t j = order.size(); j-- > 0;) strides[order[j]] = acc, acc *= split[order[j]];
       for (int64_t i : order) pshape.push_back(split[i]);
       const DType ptr = dtypes::float32.ptr_to();
-      const UOp scratch = UOp(Ops::DEFINE_GLOBAL, ptr, {}, max_global + 1);
+      // the scratch takes b's place among the kernel's buffers unless b is read elsewhere too (x @ x)
+      bool b_elsewhere = false;
+      for (const UOp& u : ast.toposort())
+        b_elsewhere = b_elsewhere || (u != b && u->op == Ops::LOAD && u->src[0] == b->src[0]);
+      const int64_t scratch_index = b_elsewhere ? max_global + 1 : b->src[0]->as<int64_t>();
+      const UOp scratch = UOp(Ops::DEFINE_GLOBAL, ptr, {}, scratch_index);
       const UOp nb = UOp(Ops::LOAD, dtypes::float32, {scratch, st_uop(ShapeTracker({View::create(split, strides)}))});
 
       // the copy: b's view in split coordinates, its broadcast axes shrunk to one element, the scratch order
@@ -163,7 +168,7 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       plan.pack_ast = UOp(Ops::SINK, dtypes::void_, {pstore});
       plan.gemm_ast = split_ast(ast, v, nc, b, nb);
       plan.b_index = b->src[0]->as<int64_t>();
-      plan.scratch_index = max_global + 1;
+      plan.scratch_index = scratch_index;
       plan.scratch_size = acc;
       plan.dtype = dtypes::float32;
       plan.nc = nc;

@@ -20,7 +20,7 @@ struct PackPlan {
   UOp pack_ast;             // STORE(scratch = global 0, contiguous) of LOAD(b's buffer = global 1)
   UOp gemm_ast;             // the reduce with N split and b read from global `scratch_index`
   int64_t b_index = 0;      // the DEFINE_GLOBAL index of b's buffer in the original ast
-  int64_t scratch_index = 0;   // the new DEFINE_GLOBAL index (one past the original ones)
+  int64_t scratch_index = 0;   // the scratch's DEFINE_GLOBAL index in gemm_ast: b's, or one past the others when b is read twice
   int64_t scratch_size = 0;    // elements
   DType dtype;
   int64_t nc = 0;              // panel width (lanes x 2)

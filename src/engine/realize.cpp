@@ -280,9 +280,15 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
 
 std::shared_ptr<Runner> get_kernel_runner(const std::string& device, const UOp& ast) {
   if (!getenv("NOOPT"))
-    if (auto plan = cpu_gemm_pack(ast, get_renderer(device)))
-      return std::make_shared<PackedRunner>(get_runner(device, plan->pack_ast), get_runner(device, plan->gemm_ast), plan->b_index,
-                                            plan->scratch_index, plan->scratch_size, plan->dtype);
+    if (auto plan = cpu_gemm_pack(ast, get_renderer(device))) {
+      std::shared_ptr<CompiledRunner> pack;
+      {
+        Context no_beam({{"BEAM", 0}});   // a copy at memory speed: nothing for BEAM to find
+        pack = get_runner(device, plan->pack_ast);
+      }
+      return std::make_shared<PackedRunner>(pack, get_runner(device, plan->gemm_ast), plan->b_index, plan->scratch_index,
+                                            plan->scratch_size, plan->dtype);
+    }
   return get_runner(device, ast);
 }
 
