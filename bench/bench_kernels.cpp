@@ -40,18 +40,27 @@ std::map<std::string, double> read_limits() {
 
 // The FMA peak measured in short bursts between a GFLOPS case's runs (best of them): on a machine
 // shared with compiles, the kernel's best run and the peak's best burst come from the same minutes.
-double g_window_peak = 0;
+double g_window_peak = 0, g_cpu_seconds = 0;   // g_cpu_seconds: the process CPU time of the best runs, summed
 bool g_measure_window = false;
+
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 // Minimum time of one kernel: at least REPEATS runs (default 10), more while under ~1 s in total (up to 3x).
 double time_runner(CompiledRunner& r, const std::vector<Buffer*>& bufs) {
-  double best = 1e30, total = 0;
+  double best = 1e30, total = 0, best_cpu = 1e30;
   const int reps = static_cast<int>(getenv("REPEATS", 10));
   for (int i = 0; i < 3 * reps && (i < reps || total < 1.0); i++) {
     if (g_measure_window) g_window_peak = std::max(g_window_peak, tgbench::fma_peak_burst());
+    const double c0 = process_cpu_seconds();
     double t = *r(bufs, {}, true);
+    best_cpu = std::min(best_cpu, process_cpu_seconds() - c0);
     best = std::min(best, t), total += t;
   }
+  g_cpu_seconds += best_cpu;
   return best;
 }
 
@@ -138,6 +147,8 @@ struct Case {
 int main() {
   if (tgbench::limits_child_main()) return 0;   // the OpenBLAS AVX-512 child (bench/limits.hpp)
   auto limits = read_limits();
+  const double core_peak = tgbench::fma_peak_core_cputime();
+  std::printf("{\"limit\":\"fma_peak_core_cputime_gflops\",\"value\":%.1f,\"what\":\"one core, GFLOPS per second of thread CPU time\"}\n", core_peak);
   const int64_t N = int64_t{1} << 24, conv_b = getenv("CONV_BATCH", 64);
   // host-made data: Tensor::rand's arange is a quadratic reduce until loop collapse lands in uopgraph
   auto data = [](Shape s) {
@@ -180,7 +191,7 @@ int main() {
     std::vector<float> reference;
     for (std::string mode; std::getline(ms, mode, ',');) {
       auto t0 = clk::now();
-      g_window_peak = 0, g_measure_window = c.unit == "GFLOPS";
+      g_window_peak = 0, g_cpu_seconds = 0, g_measure_window = c.unit == "GFLOPS";
       const double load0 = loadavg();
       Result r = run_mode(sched, mode);
       double build_s = std::chrono::duration<double>(clk::now() - t0).count();
@@ -196,6 +207,10 @@ int main() {
       // the peak of the bursts between this mode's runs (same load as the kernel's best run)
       if (g_measure_window && g_window_peak > 0)
         extra += ",\"fma_peak_window_gflops\":" + std::to_string(g_window_peak) + ",\"ratio_fma_peak_window\":" + std::to_string(value / g_window_peak);
+      // per core: flops per CPU-second the process received, against one core's FMA peak per CPU-second
+      if (g_measure_window && g_cpu_seconds > 0)
+        extra += ",\"gflops_per_cpu_s\":" + std::to_string(c.work / g_cpu_seconds / 1e9) + ",\"ratio_fma_peak_core_cputime\":" +
+                 std::to_string(c.work / g_cpu_seconds / 1e9 / core_peak);
       extra += ",\"loadavg\":" + std::to_string(std::max(load0, loadavg()));
       if (mode == "beam") extra += ",\"beam_search_s\":" + std::to_string(r.search_s);
       std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f%s,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",

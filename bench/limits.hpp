@@ -27,5 +27,9 @@ bool limits_child_main();
 // The FMA peak of one short burst on all cores (about 10 ms): interleaved with a benchmark's own
 // repeats on a shared machine, the best of each is measured under the same load.
 double fma_peak_burst(int threads = 0);
+// One core's FMA peak in GFLOPS per second of CPU time the thread received (CLOCK_THREAD_CPUTIME_ID,
+// best of 5): with a benchmark's GFLOPS per CPU-second of the process, a per-core efficiency that a
+// busy machine's waiting doesn't enter (the cache sharing with other processes still does).
+double fma_peak_core_cputime();
 
 }  // namespace tgbench
