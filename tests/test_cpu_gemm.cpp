@@ -91,11 +91,11 @@ TEST(CpuGemmPack, PlanSplitsNAndPacksBIntoPanels) {
   EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the scratch\n" << src;
 }
 
-TEST(CpuGemmPack, NotForSmallOrConvOrGpuOrWhenOff) {
+TEST(CpuGemmPack, NotForSmallOrWhenOff) {
   const Tensor a = ints({64, 64}, 1), b = ints({64, 64}, 2);
   EXPECT_FALSE(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())) << "64^3: the copy would cost more than it saves";
-  // a conv's image varies along the output rows: packing it would copy every window
-  const Tensor x = ints({8, 32, 24, 24}, 3), w = ints({64, 32, 5, 5}, 4);
+  // a conv of batch 1 has 8-row output tiles of at most 20 rows (oy, ox): too few to pay for the copy
+  const Tensor x = ints({1, 32, 24, 24}, 3), w = ints({64, 32, 5, 5}, 4);
   EXPECT_FALSE(cpu_gemm_pack(last_ast(x.conv2d(w)), cpu()));
   const Tensor c = ints({256, 256}, 5), d = ints({256, 256}, 6);
   EXPECT_TRUE(cpu_gemm_pack(last_ast(c.matmul(d)), cpu()));
@@ -149,4 +149,22 @@ TEST(CpuGemmPack, SameBufferOnBothSides) {
   EXPECT_EQ(plan->scratch_index, 2) << "x is still read as a: the scratch is one more buffer";
   check_matmul(x, x, true);
   check_matmul(x, x.T(), true);
+}
+
+TEST(CpuGemmPack, ConvWeightsPackedOverOutputChannels) {
+  // out[n, co, oy, ox] = sum_{ci, ky, kx} x[n, ci, oy + ky, ox + kx] * w[co, ci, ky, kx]: w is packed as
+  // [ci, ky, kx][co] panels and the output channels become the vector axis (stored strided)
+  const Tensor x = ints({64, 8, 12, 12}, 1), w = ints({32, 8, 3, 3}, 2);
+  auto plan = cpu_gemm_pack(last_ast(x.conv2d(w)), cpu());
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nc, 32);
+  // the output channels are the vector axis: vector accumulators, each lane stored on its own (400 apart)
+  Kernel k(plan->gemm_ast, cpu());
+  k.hand_coded_optimizations();
+  const std::string src = k.to_program().src;
+  EXPECT_NE(src.find("float16 acc0 = "), std::string::npos) << src;
+  EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the packed weights\n" << src;
+  const auto got = x.conv2d(w).tolist<float>();
+  Context ctx({{"NOOPT", 1}});
+  EXPECT_EQ(got, x.conv2d(w).tolist<float>());
 }

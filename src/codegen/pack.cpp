@@ -75,7 +75,7 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
   if (ast->op != Ops::SINK || ast->src.size() != 1 || ast->src[0]->op != Ops::STORE) return std::nullopt;
   const UOp& store = ast->src[0];
   const UOp& red = store->src[2];
-  if (red->op != Ops::REDUCE_AXIS || red->as<ReduceArg>().op != ReduceOps::SUM || red->as<ReduceArg>().axes.size() != 1) return std::nullopt;
+  if (red->op != Ops::REDUCE_AXIS || red->as<ReduceArg>().op != ReduceOps::SUM) return std::nullopt;
   const UOp& mul = red->src[0];
   if (mul->op != Ops::ALU || !mul->is<BinaryOps>() || mul->as<BinaryOps>() != BinaryOps::MUL || mul->dtype != dtypes::float32)
     return std::nullopt;
@@ -83,8 +83,12 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
   const ShapeTracker& out = st_of(store->src[1]);
   if (out.symbolic() || st_of(mul->src[0]->src[1]).symbolic() || st_of(mul->src[1]->src[1]).symbolic()) return std::nullopt;
   const Shape& full = st_of(mul->src[0]->src[1]).shape();
-  const int64_t n = static_cast<int64_t>(full.size()), r = red->as<ReduceArg>().axes[0];
-  const int64_t lanes = ren.vector_bytes / 4, K = full[r];
+  const int64_t n = static_cast<int64_t>(full.size());
+  const std::vector<int64_t>& raxes = red->as<ReduceArg>().axes;   // K: every reduce axis (a conv's ci, ky, kx)
+  auto is_reduce = [&](int64_t i) { return std::find(raxes.begin(), raxes.end(), i) != raxes.end(); };
+  const int64_t lanes = ren.vector_bytes / 4, r = raxes.back();
+  int64_t K = 1;
+  for (int64_t i : raxes) K *= full[i];
   const auto so = out.real_strides();
   int64_t max_global = -1;
   for (const UOp& u : ast.toposort())
@@ -95,15 +99,19 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
     const ShapeTracker &sta = st_of(a->src[1]), &stb = st_of(b->src[1]);
     const auto sa = sta.real_strides(), sb = stb.real_strides();
     auto bcast = [](const std::optional<int64_t>& s) { return s && *s == 0; };
-    if (bcast(sb[r])) continue;
+    bool b_reads_k = true;
+    for (int64_t i : raxes) b_reads_k = b_reads_k && !bcast(sb[i]);
+    if (!b_reads_k) continue;
     for (int64_t v = n - 1; v >= 0; v--) {
-      if (v == r || so[v] != 1 || !bcast(sa[v]) || bcast(sb[v]) || full[v] % lanes != 0) continue;
+      // the output is stored along N: contiguous, or strided after a long reduce (a conv's output
+      // channels: one scattered store per output against K loads and FMAs)
+      if (is_reduce(v) || !so[v] || (*so[v] != 1 && K < 64) || !bcast(sa[v]) || bcast(sb[v]) || full[v] % lanes != 0) continue;
       // the rows: an output axis b is broadcast along and a isn't; every other axis b reads must be a batch axis of a too
       int64_t rows = 0;
       bool ok = true;
       std::vector<int64_t> batch;
       for (int64_t i = 0; i < n && ok; i++) {
-        if (i == v || i == r || full[i] == 1) continue;
+        if (i == v || is_reduce(i) || full[i] == 1) continue;
         if (bcast(sb[i])) rows = std::max(rows, bcast(sa[i]) ? 0 : full[i]);
         else if (bcast(sa[i])) ok = false;   // b varies where a is broadcast (a conv's image): packing would copy windows
         else batch.push_back(i);
@@ -133,10 +141,11 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       Shape split = full;
       split[v] = full[v] / nc;
       split.insert(split.begin() + v + 1, nc);
-      const int64_t r2 = r + (r > v);
       std::vector<int64_t> order;   // the scratch's axes in split coordinates, outermost first
       for (int64_t i : batch) order.push_back(i + (i > v));
-      order.insert(order.end(), {v, r2, v + 1});
+      order.push_back(v);
+      for (int64_t i : raxes) order.push_back(i + (i > v));
+      order.push_back(v + 1);
       std::vector<int64_t> strides(split.size(), 0);
       int64_t acc = 1;
       Shape pshape;
