@@ -115,6 +115,7 @@ Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode)
       scratch->ensure_allocated();
       std::vector<Buffer*> gb = bufs;
       gb.resize(std::max<size_t>(gb.size(), plan->scratch_index + 1), scratch.get());
+      gb[plan->scratch_index] = scratch.get();
       jobs.push_back({plan->pack_ast, {scratch.get(), bufs[plan->b_index]}});
       jobs.push_back({plan->gemm_ast, gb});
     } else {
