@@ -141,6 +141,7 @@ struct Case {
   std::string name, unit, limit_key;
   double work;   // bytes or flops
   std::function<Tensor()> build;
+  std::function<std::vector<Tensor>()> build_many = nullptr;   // several outputs (a backward's gradients)
 };
 
 }  // namespace
@@ -167,10 +168,17 @@ int main() {
       {"rand", "GBps", "elementwise_GBps", 4.0 * N, [&] { return Tensor::rand({N}); }},   // threefry, counter folded
       {"matmul", "GFLOPS", "gemm1024_gflops", 2.0 * 1024 * 1024 * 1024, [&] { return ma.matmul(mb); }},
       {"conv2d", "GFLOPS", "gemm1024_gflops", 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, [&] { return cx.conv2d(cw); }},
+      // conv2d backward of the same layer: the input and weight gradients for a fixed output gradient
+      // (twice the forward's flops), all their kernels
+      {"conv2d_bw", "GFLOPS", "gemm1024_gflops", 2 * 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, nullptr, [&] {
+         Tensor x = cx.detach().requires_grad_(), w = cw.detach().requires_grad_();
+         (x.conv2d(w) * data({conv_b, 32, 20, 20})).sum().backward();
+         return std::vector<Tensor>{*x.grad(), *w.grad()};
+       }},
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
-  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512"};
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   if (only.find("matmul2048") != std::string::npos) {
     tgbench::Limit l = tgbench::gemm_gflops(2048), l512 = tgbench::gemm_gflops_avx512(2048);
@@ -184,9 +192,11 @@ int main() {
     for (std::string item; std::getline(os, item, ',');)
       wanted = wanted || (!item.empty() && (explicit_only.count(c.name) ? c.name == item : c.name.find(item) != std::string::npos));
     if (!wanted) continue;
-    Tensor out = c.build();
+    std::vector<Tensor> outs = c.build_many ? c.build_many() : std::vector<Tensor>{c.build()};
+    std::vector<LazyBufferPtr> lbs;
+    for (const Tensor& o : outs) lbs.push_back(Access::lazydata(o));
     // scheduled here and run by hand: Tensor::schedule() would also queue them for the next realize
-    std::vector<ScheduleItem> sched = memory_planner(create_schedule({Access::lazydata(out)}));
+    std::vector<ScheduleItem> sched = memory_planner(create_schedule(lbs));
     for (const ScheduleItem& si : sched) lower_schedule_item(si).run();   // allocates and fills every buffer once
     std::stringstream ms(modes);
     std::vector<float> reference;

@@ -312,9 +312,9 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   const auto st = clk::now();
   const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
   const std::optional<int64_t> test_size = allow_test_size ? std::optional<int64_t>(65536) : std::nullopt;
-  // BEAM_BUDGET (seconds; default 10 on the CPU, none elsewhere): past it no more candidates are
+  // BEAM_BUDGET (seconds; default 8 on the CPU, leaving realize's BEAM_COMPARE timing within 10 s; none elsewhere): past it no more candidates are
   // compiled or timed and the best kernel so far is returned
-  const double budget = std::stod(getenv_str("BEAM_BUDGET", lin.opts->has_local ? "0" : "10"));
+  const double budget = std::stod(getenv_str("BEAM_BUDGET", lin.opts->has_local ? "0" : "8"));
   const auto deadline = budget > 0 ? st + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(budget)) : clk::time_point::max();
   // the hand-coded kernel starts in the beam, timed like every candidate: the search returns it unless
   // something beats it, and its neighbours are the first step's candidates (BEAM_HAND_CODED=0: 0.9.2's start)
