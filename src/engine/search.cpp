@@ -171,11 +171,12 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
     }
   };
   std::atomic<size_t> next{0};
+  std::atomic<int64_t> longest_us{0};   // the longest batch compile so far: one that can't finish in time isn't started
   auto worker = [&] {
     for (size_t b; (b = next++) < batches.size();) {
       auto [lo, hi] = batches[b];
       auto t0 = clk::now();
-      if (t0 > deadline) continue;   // out of time: the rest stay uncompiled (not ok)
+      if (t0 + std::chrono::microseconds(longest_us.load()) > deadline) continue;   // out of time: left uncompiled (not ok)
       if (hi - lo == 1) {
         compile_one(cands[lo]);
         continue;
@@ -184,6 +185,8 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
       for (size_t i = lo; i < hi; i++) src += cands[i].p.src + "\n";
       try {
         const std::string lib = compiler.compile(src);
+        const int64_t us = static_cast<int64_t>(secs_since(t0) * 1e6);
+        for (int64_t cur = longest_us.load(); us > cur && !longest_us.compare_exchange_weak(cur, us);) {}
         const double per = secs_since(t0) / static_cast<double>(hi - lo);
         for (size_t i = lo; i < hi; i++) cands[i].lib = lib, cands[i].compile_s = per, cands[i].ok = per <= timeout;
       } catch (const std::exception&) {
