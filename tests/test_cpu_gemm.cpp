@@ -168,3 +168,12 @@ TEST(CpuGemmPack, ConvWeightsPackedOverOutputChannels) {
   Context ctx({{"NOOPT", 1}});
   EXPECT_EQ(got, x.conv2d(w).tolist<float>());
 }
+
+TEST(CpuGemmPack, TinyJitReplaysThePackedKernels) {
+  // calls 3+ replay the pack and the GEMM on new inputs (the runner keeps its scratch)
+  TinyJit jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].matmul(in[1])}; });
+  for (uint32_t call = 1; call <= 4; call++) {
+    const Tensor a = ints({128, 128}, 10 + call), b = ints({128, 128}, 20 + call);
+    EXPECT_EQ(jit({a, b})[0].tolist<float>(), host_matmul(a, b)) << "call " << call;
+  }
+}
