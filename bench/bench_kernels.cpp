@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/pack.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "limits.hpp"
@@ -28,25 +29,51 @@ namespace {
 // limits measured in this run (bench/limits.hpp), printed as JSON lines before the results
 std::map<std::string, double> read_limits() {
   std::map<std::string, double> ret;
-  for (const auto& [key, l] : tgbench::measure_limits()) {
+  auto limits = tgbench::measure_limits();
+  limits["gemm1024_gflops_avx512"] = tgbench::gemm_gflops_avx512(1024);
+  for (const auto& [key, l] : limits) {
     std::printf("%s\n", tgbench::limit_json(key, l).c_str());
     ret[key] = l.value;
   }
   return ret;
 }
 
-// Minimum time of one kernel: at least 2 runs, more while under ~1 s in total (up to 10).
+// The FMA peak measured in short bursts between a GFLOPS case's runs (best of them): on a machine
+// shared with compiles, the kernel's best run and the peak's best burst come from the same minutes.
+double g_window_peak = 0, g_cpu_seconds = 0;   // g_cpu_seconds: the process CPU time of the best runs, summed
+bool g_measure_window = false;
+
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// Minimum time of one kernel: at least REPEATS runs (default 10), more while under ~1 s in total (up to 3x).
 double time_runner(CompiledRunner& r, const std::vector<Buffer*>& bufs) {
-  double best = 1e30, total = 0;
-  for (int i = 0; i < 10 && (i < 2 || total < 1.0); i++) {
+  double best = 1e30, total = 0, best_cpu = 1e30;
+  const int reps = static_cast<int>(getenv("REPEATS", 10));
+  for (int i = 0; i < 3 * reps && (i < reps || total < 1.0); i++) {
+    if (g_measure_window) g_window_peak = std::max(g_window_peak, tgbench::fma_peak_burst());
+    const double c0 = process_cpu_seconds();
     double t = *r(bufs, {}, true);
+    best_cpu = std::min(best_cpu, process_cpu_seconds() - c0);
     best = std::min(best, t), total += t;
   }
+  g_cpu_seconds += best_cpu;
   return best;
 }
 
+// the 1-minute load average: how shared the machine was during the run
+double loadavg() {
+  std::ifstream f("/proc/loadavg");
+  double l = 0;
+  f >> l;
+  return l;
+}
+
 struct Result {
-  double seconds = 0;
+  double seconds = 0, search_s = 0;   // kernel time; time spent building the kernels (BEAM's search)
   std::string opts, names;
   std::vector<float> out;   // the last kernel's output, to check the modes agree
 };
@@ -59,30 +86,53 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// One kernel's optimized Kernel in a mode: hand-coded opts, none, or BEAM=2 (the search's own pick)
+std::unique_ptr<Kernel> mode_kernel(const Renderer& ren, const UOp& ast, const std::string& mode) {
+  if (mode == "beam") {
+    Kernel kb(ast, ren);
+    kb.required_optimizations();
+    auto rawbufs = bufs_from_lin(kb);
+    return beam_search(kb, rawbufs, 2);
+  }
+  Context ctx({{"NOOPT", mode == "noopt" ? 1 : 0}, {"BEAM", 0}});
+  return get_kernel(ren, ast);
+}
+
 // Builds, compiles and times every kernel of the schedule in one mode; returns their summed time.
+// A CPU GEMM with a packed operand (codegen/pack.hpp) is two kernels here, as in realize.
 Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode) {
   Result res;
   for (const ScheduleItem& si : sched) {
     if (si.kind != MetaOps::KERNEL) continue;
     const Renderer& ren = get_renderer(si.bufs[0]->device);
-    std::unique_ptr<Kernel> k;
-    if (mode == "beam") {
-      Kernel kb(Access::uop(si.ast), ren);
-      kb.required_optimizations();
-      auto rawbufs = bufs_from_lin(kb);
-      k = beam_search(kb, rawbufs, 2);
-    } else {
-      Context ctx({{"NOOPT", mode == "noopt" ? 1 : 0}, {"BEAM", 0}});
-      k = get_kernel(ren, Access::uop(si.ast));
-    }
-    CompiledRunner r(k->to_program());
     std::vector<Buffer*> bufs;
     for (auto& b : si.bufs) bufs.push_back(&b->ensure_allocated());
-    res.seconds += time_runner(r, bufs);
+    std::vector<std::pair<UOp, std::vector<Buffer*>>> jobs;
+    std::shared_ptr<Buffer> scratch;
+    std::optional<PackPlan> plan = mode == "noopt" ? std::nullopt : cpu_gemm_pack(Access::uop(si.ast), ren);
+    if (plan) {
+      scratch = std::make_shared<Buffer>(si.bufs[0]->device, plan->scratch_size, plan->dtype);
+      scratch->ensure_allocated();
+      std::vector<Buffer*> gb = bufs;
+      gb.resize(std::max<size_t>(gb.size(), plan->scratch_index + 1), scratch.get());
+      gb[plan->scratch_index] = scratch.get();
+      jobs.push_back({plan->pack_ast, {scratch.get(), bufs[plan->b_index]}});
+      jobs.push_back({plan->gemm_ast, gb});
+    } else {
+      jobs.push_back({Access::uop(si.ast), bufs});
+    }
+    for (auto& [ast, jb] : jobs) {
+      // realize doesn't search the pack kernel (a copy) either
+      const auto t0 = clk::now();
+      std::unique_ptr<Kernel> k = mode_kernel(ren, ast, plan && ast == plan->pack_ast && mode == "beam" ? "default" : mode);
+      res.search_s += std::chrono::duration<double>(clk::now() - t0).count();
+      CompiledRunner r(k->to_program());
+      res.seconds += time_runner(r, jb);
+      res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
+      res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
+    }
     res.out.assign(si.bufs[0]->size, 0.0f);
     si.bufs[0]->copyout(res.out.data(), res.out.size() * sizeof(float));
-    res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
-    res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
   }
   return res;
 }
@@ -91,12 +141,16 @@ struct Case {
   std::string name, unit, limit_key;
   double work;   // bytes or flops
   std::function<Tensor()> build;
+  std::function<std::vector<Tensor>()> build_many = nullptr;   // several outputs (a backward's gradients)
 };
 
 }  // namespace
 
 int main() {
+  if (tgbench::limits_child_main()) return 0;   // the OpenBLAS AVX-512 child (bench/limits.hpp)
   auto limits = read_limits();
+  const double core_peak = tgbench::fma_peak_core_cputime();
+  std::printf("{\"limit\":\"fma_peak_core_cputime_gflops\",\"value\":%.1f,\"what\":\"one core, GFLOPS per second of thread CPU time\"}\n", core_peak);
   const int64_t N = int64_t{1} << 24, conv_b = getenv("CONV_BATCH", 64);
   // host-made data: Tensor::rand's arange is a quadratic reduce until loop collapse lands in uopgraph
   auto data = [](Shape s) {
@@ -114,15 +168,23 @@ int main() {
       {"rand", "GBps", "elementwise_GBps", 4.0 * N, [&] { return Tensor::rand({N}); }},   // threefry, counter folded
       {"matmul", "GFLOPS", "gemm1024_gflops", 2.0 * 1024 * 1024 * 1024, [&] { return ma.matmul(mb); }},
       {"conv2d", "GFLOPS", "gemm1024_gflops", 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, [&] { return cx.conv2d(cw); }},
+      // conv2d backward of the same layer: the input and weight gradients for a fixed output gradient
+      // (twice the forward's flops), all their kernels
+      {"conv2d_bw", "GFLOPS", "gemm1024_gflops", 2 * 2.0 * conv_b * 32 * 20 * 20 * 32 * 25, nullptr, [&] {
+         Tensor x = cx.detach().requires_grad_(), w = cw.detach().requires_grad_();
+         (x.conv2d(w) * data({conv_b, 32, 20, 20})).sum().backward();
+         return std::vector<Tensor>{*x.grad(), *w.grad()};
+       }},
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
-  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512"};
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   if (only.find("matmul2048") != std::string::npos) {
-    tgbench::Limit l = tgbench::gemm_gflops(2048);
-    std::printf("%s\n", tgbench::limit_json("gemm2048_gflops", l).c_str());
+    tgbench::Limit l = tgbench::gemm_gflops(2048), l512 = tgbench::gemm_gflops_avx512(2048);
+    std::printf("%s\n%s\n", tgbench::limit_json("gemm2048_gflops", l).c_str(), tgbench::limit_json("gemm2048_gflops_avx512", l512).c_str());
     limits["gemm2048_gflops"] = l.value;
+    limits["gemm2048_gflops_avx512"] = l512.value;
   }
   for (const Case& c : cases) {
     bool wanted = only.empty() && !explicit_only.count(c.name);
@@ -130,23 +192,38 @@ int main() {
     for (std::string item; std::getline(os, item, ',');)
       wanted = wanted || (!item.empty() && (explicit_only.count(c.name) ? c.name == item : c.name.find(item) != std::string::npos));
     if (!wanted) continue;
-    Tensor out = c.build();
+    std::vector<Tensor> outs = c.build_many ? c.build_many() : std::vector<Tensor>{c.build()};
+    std::vector<LazyBufferPtr> lbs;
+    for (const Tensor& o : outs) lbs.push_back(Access::lazydata(o));
     // scheduled here and run by hand: Tensor::schedule() would also queue them for the next realize
-    std::vector<ScheduleItem> sched = memory_planner(create_schedule({Access::lazydata(out)}));
+    std::vector<ScheduleItem> sched = memory_planner(create_schedule(lbs));
     for (const ScheduleItem& si : sched) lower_schedule_item(si).run();   // allocates and fills every buffer once
     std::stringstream ms(modes);
     std::vector<float> reference;
     for (std::string mode; std::getline(ms, mode, ',');) {
       auto t0 = clk::now();
+      g_window_peak = 0, g_cpu_seconds = 0, g_measure_window = c.unit == "GFLOPS";
+      const double load0 = loadavg();
       Result r = run_mode(sched, mode);
       double build_s = std::chrono::duration<double>(clk::now() - t0).count();
       double value = c.work / r.seconds / 1e9, limit = limits.count(c.limit_key) ? limits[c.limit_key] : 0;
       if (reference.empty()) reference = r.out;
       // GFLOPS also as a fraction of the FMA peak and of OpenBLAS's AVX-512 kernels, both from this run
       std::string extra;
-      for (const char* key : {"fma_peak_gflops", "gemm1024_gflops"})
+      for (const char* key : {"fma_peak_gflops", "gemm1024_gflops", "gemm1024_gflops_avx512"})
         if (c.unit == "GFLOPS" && limits.count(key) && limits[key] > 0)
           extra += ",\"ratio_" + std::string(key) + "\":" + std::to_string(value / limits[key]);
+      if (c.name == "matmul2048" && limits["gemm2048_gflops_avx512"] > 0)
+        extra += ",\"ratio_gemm2048_gflops_avx512\":" + std::to_string(value / limits["gemm2048_gflops_avx512"]);
+      // the peak of the bursts between this mode's runs (same load as the kernel's best run)
+      if (g_measure_window && g_window_peak > 0)
+        extra += ",\"fma_peak_window_gflops\":" + std::to_string(g_window_peak) + ",\"ratio_fma_peak_window\":" + std::to_string(value / g_window_peak);
+      // per core: flops per CPU-second the process received, against one core's FMA peak per CPU-second
+      if (g_measure_window && g_cpu_seconds > 0)
+        extra += ",\"gflops_per_cpu_s\":" + std::to_string(c.work / g_cpu_seconds / 1e9) + ",\"ratio_fma_peak_core_cputime\":" +
+                 std::to_string(c.work / g_cpu_seconds / 1e9 / core_peak);
+      extra += ",\"loadavg\":" + std::to_string(std::max(load0, loadavg()));
+      if (mode == "beam") extra += ",\"beam_search_s\":" + std::to_string(r.search_s);
       std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f%s,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",
                   c.name.c_str(), mode.c_str(), c.unit.c_str(), value, r.seconds * 1e3, limit, limit > 0 ? value / limit : 0.0,
                   extra.c_str(), r.names.c_str(), r.opts.c_str(), build_s, max_rel_diff(r.out, reference));

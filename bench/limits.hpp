@@ -18,4 +18,18 @@ std::map<std::string, Limit> measure_limits(int threads = 0);
 Limit gemm_gflops(int n);
 std::string limit_json(const std::string& key, const Limit& l);
 
+// OpenBLAS with its AVX-512 (SkylakeX) kernels: OPENBLAS_CORETYPE is read when the library loads, so
+// this runs the benchmark's own binary again (/proc/self/exe) as a child that only measures sgemm.
+// value 0 on a CPU without AVX-512 or when the child fails.
+Limit gemm_gflops_avx512(int n);
+// Call first in main(): in that child it measures, prints the value and returns true (main returns).
+bool limits_child_main();
+// The FMA peak of one short burst on all cores (about 10 ms): interleaved with a benchmark's own
+// repeats on a shared machine, the best of each is measured under the same load.
+double fma_peak_burst(int threads = 0);
+// One core's FMA peak in GFLOPS per second of CPU time the thread received (CLOCK_THREAD_CPUTIME_ID,
+// best of 5): with a benchmark's GFLOPS per CPU-second of the process, a per-core efficiency that a
+// busy machine's waiting doesn't enter (the cache sharing with other processes still does).
+double fma_peak_core_cputime();
+
 }  // namespace tgbench

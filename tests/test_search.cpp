@@ -152,6 +152,50 @@ TEST(Search, RealizeUsesBeamWhenAsked) {
   EXPECT_EQ(run(*k), run_noopt(ast));
 }
 
+TEST(Search, BeamStartsFromTheHandCodedKernel) {
+  TempCache cache;
+  auto beam_ctx = small_beam();
+  const UOp ast = matmul_ast(16, 32, 16);
+  Kernel hc(ast, cpu());
+  hc.hand_coded_optimizations();
+  ASSERT_FALSE(hc.applied_opts.empty());
+  Kernel k(ast, cpu());
+  auto rawbufs = bufs_from_lin(k);
+  {
+    // no time left after the hand-coded kernel: nothing else is compiled, it is the answer
+    Context budget(std::map<std::string, std::string>{{"BEAM_BUDGET", "0.000001"}});
+    const int64_t timed = SearchStats::candidates_timed;
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_EQ(best->applied_opts, hc.applied_opts);
+    EXPECT_EQ(SearchStats::candidates_timed, timed);
+  }
+  // with time, candidates compiled in batches of 3 (and one by one) are timed and the result is right
+  for (int64_t batch : {3, 1}) {
+    Context b({{"BEAM_BATCH", batch}, {"BEAM_BUDGET", 3600}});   // a busy machine mustn't cut the search short
+    const int64_t timed = SearchStats::candidates_timed, failures = SearchStats::compile_failures;
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_GT(SearchStats::candidates_timed, timed);
+    EXPECT_EQ(SearchStats::compile_failures, failures);
+    EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
+  }
+  // 0.9.2's start (the unoptimized kernel only) still works
+  Context off({{"BEAM_HAND_CODED", 0}});
+  auto best = beam_search(k, rawbufs, 2, true, true);
+  EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
+}
+
+TEST(Search, BufsFromLinFillsAnUnusedIndex) {
+  // a packed GEMM reads global 2 (the scratch) and not global 1's old neighbour: indices may have gaps
+  UOp a = load(1, sh({8, 1, 16}).expand({8, 16, 16}));
+  UOp b = load(3, sh({1, 16, 16}).permute({0, 2, 1}).expand({8, 16, 16}));
+  const UOp ast = sink(store(sh({8, 16, 1}), reduce(a * b, ReduceOps::SUM, {2})));
+  Kernel k(ast, cpu());
+  auto bufs = bufs_from_lin(k);
+  ASSERT_EQ(bufs.size(), 4u);
+  EXPECT_EQ(bufs[2]->size, 1);
+  EXPECT_EQ(bufs[3]->size, 256);
+}
+
 TEST(Search, TimeLinearizerTimesAKernel) {
   Kernel k(sum_ast(16, 256), cpu());
   auto rawbufs = bufs_from_lin(k);

@@ -196,8 +196,12 @@ std::optional<int64_t> stride_of(const Kernel& k, size_t i, int64_t axis) { retu
 // Failing that, a kernel with a long reduce (64+) may store strided along it: it stores once per
 // output after the loop, so split stores cost little next to the vector loads and FMAs inside it
 // (with a short reduce, scattered stores into a large output were 3.5x slower: conv input grads).
-std::optional<int64_t> cpu_vector_axis(const Kernel& k) {
+// With a long reduce, a contiguous-store axis that isn't a whole number of vectors (a conv's 20-wide
+// rows: 16 + 4 lanes, 5/8 of each FMA used) gives way to a strided-store one that is (the output
+// channels over packed weights, codegen/pack.hpp).
+std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
   const bool long_reduce = k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64;
+  std::optional<int64_t> unit_axis;
   for (bool strided_store : {false, true}) {
     if (strided_store && !long_reduce) break;
     for (int64_t axis = k.first_reduce() - 1; axis >= 0; axis--) {
@@ -209,10 +213,16 @@ std::optional<int64_t> cpu_vector_axis(const Kernel& k) {
         ok = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, axis);
         unit = unit || st == 1;
       }
-      if (ok && unit) return axis;
+      if (!ok || !unit) continue;
+      if (!strided_store && (!long_reduce || k.full_shape()[axis] % lanes == 0)) return axis;
+      if (!strided_store) {
+        if (!unit_axis) unit_axis = axis;
+        continue;
+      }
+      if (!unit_axis || k.full_shape()[axis] % lanes == 0) return axis;
     }
   }
-  return std::nullopt;
+  return unit_axis;
 }
 
 int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
@@ -335,7 +345,7 @@ void cpu_optimizations(Kernel& k) {
   upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
   const int64_t lanes = std::clamp<int64_t>(k.opts->vector_bytes / itemsize, 1, 16);
-  std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k) : std::nullopt;
+  std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k, lanes) : std::nullopt;
   // the inputs read as vectors: contiguous along the vector axis (before it is upcast)
   std::vector<size_t> vector_inputs;
   for (size_t i = 1; vaxis && i < k.bufs.size(); i++)

@@ -246,6 +246,7 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
   }
   bool changed = sink != sink_in;
   for (auto& [_, by_off] : groups) {
+    std::map<int64_t, UOp> left;   // stores no contiguous run took: tried as strided lanes below
     std::vector<UOp> run;
     auto flush = [&] {
       size_t i = 0;
@@ -261,7 +262,7 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
           keep.push_back(UOp(Ops::STORE, dtypes::void_, {run[i]->src[0], make_index(base, off), val.u}));
           changed = true;
         } else {
-          keep.insert(keep.end(), run.begin() + i, run.begin() + i + w);
+          for (size_t j = i; j < i + w; j++) left.emplace(base_offset(run[j]->src[1]).second, run[j]);
         }
         i += w;
       }
@@ -273,6 +274,31 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
       run.push_back(st), prev = off;
     }
     flush();
+    // Lanes stored a constant stride apart (a conv's output channels, vectorized over packed weights):
+    // the value is still one vector (its accumulator a vector register); each lane is stored alone.
+    int64_t stride = 0;
+    for (auto it = left.begin(); it != left.end() && std::next(it) != left.end(); ++it) {
+      const int64_t d = std::next(it)->first - it->first;
+      if (stride == 0 || d < stride) stride = d;
+    }
+    const int64_t max_lanes = left.empty() ? 1 : std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, left.begin()->second->src[2]->dtype.itemsize()));
+    while (!left.empty()) {
+      std::vector<UOp> lanes_st;
+      for (int64_t off = left.begin()->first; stride > 1 && static_cast<int64_t>(lanes_st.size()) < max_lanes && left.count(off); off += stride)
+        lanes_st.push_back(left.at(off));
+      size_t w = 1;
+      while (w * 2 <= lanes_st.size()) w *= 2;
+      std::vector<UOp> lanes;
+      for (size_t j = 0; w > 1 && j < w; j++) lanes.push_back(lanes_st[j]->src[2]);
+      Vec val = w > 1 ? v.vec(lanes) : Vec{UOp(), false};
+      for (size_t j = 0; j < std::max<size_t>(w, 1); j++) {
+        const UOp st = w > 1 ? lanes_st[j] : left.begin()->second;
+        if (val.real) keep.push_back(UOp(Ops::STORE, dtypes::void_, {st->src[0], st->src[1], val.u.gep(static_cast<int64_t>(j))}));
+        else keep.push_back(st);
+        left.erase(base_offset(st->src[1]).second);
+      }
+      changed = changed || val.real;
+    }
   }
   return changed ? UOp(Ops::SINK, sink->dtype, keep, sink->arg) : sink;
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "codegen/pack.hpp"
 #include "engine/graph.hpp"
 #include "engine/profile.hpp"
 #include "engine/search.hpp"
@@ -112,6 +113,23 @@ std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& buf
   return std::nullopt;
 }
 
+PackedRunner::PackedRunner(std::shared_ptr<CompiledRunner> pack_, std::shared_ptr<CompiledRunner> gemm_, int64_t b_index,
+                           int64_t scratch_index, int64_t scratch_size, DType dtype)
+    : Runner(gemm_->display_name, gemm_->device, gemm_->op_estimate, pack_->mem_estimate + gemm_->mem_estimate),
+      pack(std::move(pack_)), gemm(std::move(gemm_)), b_index_(b_index), scratch_index_(scratch_index),
+      scratch_(std::make_shared<Buffer>(gemm->device, scratch_size, dtype)) {}
+
+std::optional<double> PackedRunner::operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) {
+  TG_ASSERT(static_cast<int64_t>(bufs.size()) > b_index_, "packed kernel " + gemm->p.function_name + " is missing its b buffer");
+  Buffer* scratch = &scratch_->ensure_allocated();
+  std::vector<Buffer*> gb(bufs);
+  gb.resize(std::max<size_t>(gb.size(), scratch_index_ + 1), scratch);
+  gb[scratch_index_] = scratch;
+  std::optional<double> t1 = (*pack)({scratch, bufs[b_index_]}, var_vals, wait), t2 = (*gemm)(gb, var_vals, wait);
+  if (t1 && t2) return *t1 + *t2;
+  return std::nullopt;
+}
+
 BufferCopy::BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device, bool symbolic)
     : Runner("", dest_device, 0, total_sz), symbolic_(symbolic) {
   const std::string d = dest_device.substr(0, 7), s = src_device.substr(0, 7);
@@ -182,7 +200,8 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
     kb.required_optimizations();
     auto rawbufs = bufs_from_lin(kb, false);   // allocated only when the search runs (not on a cache hit)
     auto kbeam = beam_search(kb, rawbufs, static_cast<int>(beam), getenv("BEAM_ESTIMATE", 1) != 0);
-    if (getenv("BEAM_COMPARE", 1)) {
+    // the search starts from the timed hand-coded kernel (BEAM_HAND_CODED): the comparison is then optional
+    if (getenv("BEAM_COMPARE", getenv("BEAM_HAND_CODED", 1) ? 0 : 1)) {
       // the search's pick against the hand-coded one, timed in full with cold caches
       const double tb = time_linearizer(*kbeam, rawbufs, false, 0, 3, true), th = time_linearizer(*k, rawbufs, false, 0, 3, true);
       if (debug() >= 1)
@@ -260,6 +279,20 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
   return ret;
 }
 
+std::shared_ptr<Runner> get_kernel_runner(const std::string& device, const UOp& ast) {
+  if (!getenv("NOOPT"))
+    if (auto plan = cpu_gemm_pack(ast, get_renderer(device))) {
+      std::shared_ptr<CompiledRunner> pack;
+      {
+        Context no_beam({{"BEAM", 0}});   // a copy at memory speed: nothing for BEAM to find
+        pack = get_runner(device, plan->pack_ast);
+      }
+      return std::make_shared<PackedRunner>(pack, get_runner(device, plan->gemm_ast), plan->b_index, plan->scratch_index,
+                                            plan->scratch_size, plan->dtype);
+    }
+  return get_runner(device, ast);
+}
+
 void clear_method_cache() {
   std::lock_guard<std::mutex> lock(cache_mu);
   method_cache.clear();
@@ -320,7 +353,7 @@ ExecItem lower_schedule_item(const ScheduleItem& si) {
     for (const auto& b : si.bufs)
       TG_ASSERT(b->device == out_device, "all buffers of a kernel must be on one device: " + si.str());
   switch (si.kind) {
-    case MetaOps::KERNEL: return ExecItem{get_runner(out_device, Access::uop(si.ast)), si.bufs, si.metadata};
+    case MetaOps::KERNEL: return ExecItem{get_kernel_runner(out_device, Access::uop(si.ast)), si.bufs, si.metadata};
     case MetaOps::COPY:
       TG_ASSERT(si.bufs.size() == 2, "a COPY has a destination and a source: " + si.str());
       return ExecItem{std::make_shared<BufferCopy>(si.bufs[0]->nbytes(), out_device, si.bufs[1]->device, !si.var_vals.empty()), si.bufs, si.metadata};

@@ -42,6 +42,20 @@ class CompiledRunner : public Runner {
   std::optional<double> operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) override;
 };
 
+// A CPU GEMM whose b operand is packed first (codegen/pack.hpp): runs the copy kernel into its own
+// scratch buffer, then the GEMM reading the scratch as one more buffer. Both are method-cache runners.
+class PackedRunner : public Runner {
+ public:
+  PackedRunner(std::shared_ptr<CompiledRunner> pack, std::shared_ptr<CompiledRunner> gemm, int64_t b_index, int64_t scratch_index,
+               int64_t scratch_size, DType dtype);
+  std::shared_ptr<CompiledRunner> pack, gemm;
+  std::optional<double> operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) override;
+
+ private:
+  int64_t b_index_, scratch_index_;
+  std::shared_ptr<Buffer> scratch_;
+};
+
 // Copies bufs[1] into bufs[0] (any two devices; through the host when neither is host memory).
 class BufferCopy : public Runner {
  public:
@@ -91,6 +105,8 @@ const Renderer& get_renderer(const std::string& device);
 std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast);
 // From the method cache, or built and compiled once.
 std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp& ast);
+// The runner of a KERNEL ast: get_runner's, or a PackedRunner when the CPU packs a GEMM operand (NOOPT doesn't)
+std::shared_ptr<Runner> get_kernel_runner(const std::string& device, const UOp& ast);
 void clear_method_cache();
 size_t method_cache_size();
 

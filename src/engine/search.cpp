@@ -76,6 +76,16 @@ std::pair<std::vector<int64_t>, int64_t> test_global_size(std::vector<int64_t> g
   return {gs, factor};
 }
 
+// The CPU's kernels run their first global dim over the threads: a candidate is timed on a slice of it
+// that does about BEAM_CPU_TEST_OPS operations (2^27: a millisecond or two) while every thread still
+// gets two iterations, and the time is scaled back up. (1024^3 matmul: 8x fewer flops per run.)
+std::pair<std::vector<int64_t>, int64_t> cpu_test_size(std::vector<int64_t> gs, int64_t op_estimate) {
+  int64_t factor = 1;
+  const int64_t target = getenv("BEAM_CPU_TEST_OPS", int64_t{1} << 27), threads = std::max<int64_t>(1, getenv("THREADS", std::thread::hardware_concurrency()));
+  while (!gs.empty() && gs[0] % 2 == 0 && gs[0] / 2 >= 2 * threads && op_estimate / factor > target) gs[0] /= 2, factor *= 2;
+  return {gs, factor};
+}
+
 // writes a buffer bigger than the last-level cache so the next run starts cold (CPU only)
 void clear_caches(const std::string& device) {
   if (device != "CPU" && device != "CLANG") return;
@@ -95,6 +105,7 @@ std::vector<double> time_program(const Kernel& k, const RenderedProgram& p, cons
   for (size_t i = 0; i < vals.size(); i++) var_vals[p.vars[i]] = vals[i];
   auto [full_gs, ls] = p.launch_dims(var_vals);
   if (!max_global_size) gs = full_gs;
+  else if (!k.opts->has_local) std::tie(gs, factor) = cpu_test_size(full_gs, p.op_estimate);
   else std::tie(gs, factor) = test_global_size(full_gs, *max_global_size);
   if (ls.empty()) ls = {1, 1, 1};
   Compiled& dev = get_device(p.device);
@@ -119,17 +130,22 @@ struct Candidate {
 };
 
 // Renders every kernel (here: the UOp graph is not thread safe) and compiles the distinct sources on
-// PARALLEL threads. A candidate that fails to lower, render or compile, has more than BEAM_UOPS_MAX
-// uops or compiles longer than BEAM_TIMEOUT_SEC is dropped; seen_srcs skips sources timed before.
+// PARALLEL threads until the deadline. A candidate that fails to lower, render or compile, has more than
+// BEAM_UOPS_MAX uops or compiles longer than BEAM_TIMEOUT_SEC is dropped; seen_srcs skips sources timed
+// before. C kernels (the CPU) compile BEAM_BATCH (16) to a translation unit, each under its own name:
+// starting clang and the linker costs more than compiling one kernel (0.5 s of a 0.7 s compile on a
+// busy machine), and a batch is still split over the threads. A batch that fails compiles one by one.
 std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& lins, std::unordered_set<std::string>& seen_srcs,
-                                          Compiler& compiler) {
+                                          Compiler& compiler, clk::time_point deadline) {
   const int64_t uops_max = getenv("BEAM_UOPS_MAX", 3000);
+  const bool c_source = !lins.empty() && lins[0]->opts->cpu_threads;   // the C renderer of the CPU device
   std::vector<Candidate> cands;
   for (size_t i = 0; i < lins.size(); i++) {
     try {
       RenderedProgram p = lins[i]->to_program(std::string("test"));
       if (uops_max > 0 && static_cast<int64_t>(lins[i]->uops.size()) >= uops_max) continue;
       if (!seen_srcs.insert(p.src).second) continue;
+      if (c_source) p = lins[i]->to_program("test" + std::to_string(cands.size()));   // unique within a batch
       cands.push_back({i, std::move(p)});
     } catch (const std::exception& e) {
       SearchStats::compile_failures++;
@@ -137,23 +153,49 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
       if (debug() >= 4) std::cout << "BEAM: candidate failed to render: " << e.what() << "\n";
     }
   }
+  const int n_threads = static_cast<int>(std::clamp<int64_t>(getenv("PARALLEL", std::thread::hardware_concurrency()), 1, 32));
+  // batches of candidates [lo, hi): enough of them to keep every thread busy
+  const size_t batch = c_source ? static_cast<size_t>(std::max<int64_t>(1, getenv("BEAM_BATCH", 16))) : 1;
+  const size_t n_batches = std::max((cands.size() + batch - 1) / batch, std::min<size_t>(cands.size(), n_threads));
+  std::vector<std::pair<size_t, size_t>> batches;
+  for (size_t b = 0; b < n_batches; b++) batches.emplace_back(cands.size() * b / n_batches, cands.size() * (b + 1) / n_batches);
   const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
+  auto compile_one = [&](Candidate& c) {
+    auto t0 = clk::now();
+    try {
+      c.lib = compiler.compile(c.p.src);
+      c.compile_s = secs_since(t0);
+      c.ok = c.compile_s <= timeout;
+    } catch (const std::exception& e) {
+      if (debug() >= 4) std::cout << "BEAM: candidate failed to compile: " << e.what() << "\n";
+    }
+  };
   std::atomic<size_t> next{0};
+  std::atomic<int64_t> longest_us{0};   // the longest batch compile so far: one that can't finish in time isn't started
   auto worker = [&] {
-    for (size_t i; (i = next++) < cands.size();) {
+    for (size_t b; (b = next++) < batches.size();) {
+      auto [lo, hi] = batches[b];
       auto t0 = clk::now();
+      if (t0 + std::chrono::microseconds(longest_us.load()) > deadline) continue;   // out of time: left uncompiled (not ok)
+      if (hi - lo == 1) {
+        compile_one(cands[lo]);
+        continue;
+      }
+      std::string src;
+      for (size_t i = lo; i < hi; i++) src += cands[i].p.src + "\n";
       try {
-        cands[i].lib = compiler.compile(cands[i].p.src);
-        cands[i].compile_s = secs_since(t0);
-        cands[i].ok = cands[i].compile_s <= timeout;
-      } catch (const std::exception& e) {
-        if (debug() >= 4) std::cout << "BEAM: candidate failed to compile: " << e.what() << "\n";
+        const std::string lib = compiler.compile(src);
+        const int64_t us = static_cast<int64_t>(secs_since(t0) * 1e6);
+        for (int64_t cur = longest_us.load(); us > cur && !longest_us.compare_exchange_weak(cur, us);) {}
+        const double per = secs_since(t0) / static_cast<double>(hi - lo);
+        for (size_t i = lo; i < hi; i++) cands[i].lib = lib, cands[i].compile_s = per, cands[i].ok = per <= timeout;
+      } catch (const std::exception&) {
+        for (size_t i = lo; i < hi && clk::now() <= deadline; i++) compile_one(cands[i]);
       }
     }
   };
-  const int n_threads = static_cast<int>(std::clamp<int64_t>(getenv("PARALLEL", std::thread::hardware_concurrency()), 1, 32));
   std::vector<std::thread> threads;
-  for (int t = 1; t < n_threads && t < static_cast<int>(cands.size()); t++) threads.emplace_back(worker);
+  for (int t = 1; t < n_threads && t < static_cast<int>(batches.size()); t++) threads.emplace_back(worker);
   worker();
   for (auto& t : threads) t.join();
   for (const Candidate& c : cands) SearchStats::compile_failures += !c.ok;
@@ -164,7 +206,7 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
 
 std::string search_key(const Kernel& k, int amt, bool allow_test_size) {
   return "ast=" + k.ast.str() + "\namt=" + std::to_string(amt) + "\nallow_test_size=" + std::to_string(allow_test_size) +
-         "\ndevice=" + k.opts->device;
+         "\ndevice=" + k.opts->device + (getenv("BEAM_HAND_CODED", 1) ? "\nstart=hand_coded" : "");
 }
 
 const char* kOptNames[] = {"TC", "UPCAST", "UPCASTMID", "UNROLL", "LOCAL", "GROUP", "GROUPTOP", "NOLOCALS", "PADTO", "SWAP"};
@@ -192,7 +234,11 @@ std::vector<std::shared_ptr<Buffer>> bufs_from_lin(const Kernel& k, bool allocat
   }
   std::vector<std::shared_ptr<Buffer>> ret;
   for (auto& [idx, sd] : sizes) {
-    TG_ASSERT(idx == static_cast<int64_t>(ret.size()), "kernel buffers are not numbered 0..n-1: missing " + std::to_string(ret.size()));
+    // an index no LOAD uses (a packed GEMM reads a scratch in place of a buffer) still gets a placeholder
+    while (static_cast<int64_t>(ret.size()) < idx) {
+      ret.push_back(std::make_shared<Buffer>(k.opts->device, 1, dtypes::uint8));
+      if (allocate) ret.back()->allocate();
+    }
     // a buffer no element of which is accessed still gets one element
     ret.push_back(std::make_shared<Buffer>(k.opts->device, std::max<int64_t>(sd.first, 1), sd.second));
     if (allocate) ret.back()->allocate();
@@ -257,7 +303,6 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
     double tm;
   };
   std::vector<Timed> beam;
-  beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity()});
   std::unordered_set<std::string> seen_srcs;
   const double min_progress = std::stod(getenv_str("BEAM_MIN_PROGRESS", "0.01")) / 1e6;   // in us
   const int64_t beam_debug = getenv("BEAM_DEBUG");
@@ -269,15 +314,39 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   Compiler& compiler = get_device(lin.opts->device).compiler();
   const auto st = clk::now();
   const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
+  const std::optional<int64_t> test_size = allow_test_size ? std::optional<int64_t>(65536) : std::nullopt;
+  // BEAM_BUDGET (seconds; default 8 on the CPU, leaving realize's BEAM_COMPARE timing within 10 s; none elsewhere): past it no more candidates are
+  // compiled or timed and the best kernel so far is returned
+  const double budget = std::stod(getenv_str("BEAM_BUDGET", lin.opts->has_local ? "0" : "8"));
+  const auto deadline = budget > 0 ? st + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(budget)) : clk::time_point::max();
+  // the hand-coded kernel starts in the beam, timed like every candidate: the search returns it unless
+  // something beats it, and its neighbours are the first step's candidates (BEAM_HAND_CODED=0: 0.9.2's start)
+  if (getenv("BEAM_HAND_CODED", 1)) {
+    try {
+      auto hc = copy_kernel(lin);
+      hc->hand_coded_optimizations();
+      if (hc->applied_opts.size() > lin.applied_opts.size()) {
+        RenderedProgram p = hc->to_program(std::string("test"));
+        seen_srcs.insert(p.src);
+        const std::string lib = compiler.compile(p.src);
+        std::vector<double> tms = time_program(*hc, p, lib, rawbufs, timeout, test_size, false, 3);
+        beam.push_back({std::move(hc), *std::min_element(tms.begin(), tms.end())});
+        if (debug() >= 2) std::printf("%7.2fs: %12.2f us hand-coded %s\n", secs_since(st), beam[0].tm * 1e6, beam[0].k->colored_shape().c_str());
+      }
+    } catch (const std::exception& e) {
+      if (debug() >= 2) std::cout << "BEAM: the hand-coded kernel failed: " << e.what() << "\n";
+    }
+  }
+  beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity()});
   for (bool exiting = false; !exiting;) {
     std::vector<std::unique_ptr<Kernel>> acted;
     for (const Timed& b : beam)
       for (auto& [_, k2] : get_kernel_actions(*b.k, false)) acted.push_back(std::move(k2));
-    std::vector<Candidate> cands = compile_candidates(acted, seen_srcs, compiler);
+    std::vector<Candidate> cands = compile_candidates(acted, seen_srcs, compiler, deadline);
     std::vector<Timed> timed;
     double least_compute_ops = std::numeric_limits<double>::infinity();
     for (Candidate& c : cands) {
-      if (!c.ok) continue;
+      if (!c.ok || clk::now() > deadline) continue;
       // a candidate doing 1000x the compute of the cheapest is not worth timing
       least_compute_ops = std::min(least_compute_ops, static_cast<double>(c.p.op_estimate));
       if (least_compute_ops * 1000 < static_cast<double>(c.p.op_estimate)) continue;
@@ -288,8 +357,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       for (const Timed& t : timed) best = std::min(best, t.tm);
       const double early_stop = std::min(best * 3, timeout);   // BEAM_TIMEOUT_SEC caps a candidate's runs too
       try {
-        tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, allow_test_size ? std::optional<int64_t>(65536) : std::nullopt,
-                           false, 3);
+        tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, test_size, false, 3);
       } catch (const Error& e) {
         if (debug() >= 4) std::cout << "BEAM: candidate failed to run: " << e.what() << "\n";
         continue;
@@ -302,7 +370,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
                     timed.back().k->colored_shape().c_str());
     }
     std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.tm < b.tm; });
-    exiting = timed.empty() || timed[0].tm < min_progress || beam[0].tm - timed[0].tm < min_progress;
+    exiting = timed.empty() || timed[0].tm < min_progress || beam[0].tm - timed[0].tm < min_progress || clk::now() > deadline;
     if (!exiting) {
       if (static_cast<int>(timed.size()) > amt) timed.resize(amt);
       beam = std::move(timed);

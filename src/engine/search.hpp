@@ -5,7 +5,11 @@
 // improvement. The winner's applied opts are cached on disk (table "beam_search"), so a second run
 // of the same AST only replays them. Settings: BEAM=n (the width, used by realize's get_kernel),
 // BEAM_UPCAST_MAX, BEAM_LOCAL_MAX, BEAM_UOPS_MAX, BEAM_TIMEOUT_SEC (per candidate), BEAM_MIN_PROGRESS
-// (us), BEAM_PADTO, BEAM_DEBUG, IGNORE_BEAM_CACHE, PARALLEL (compile threads), BEAM_COMPARE.
+// (us), BEAM_PADTO, BEAM_DEBUG, IGNORE_BEAM_CACHE, PARALLEL (compile threads), BEAM_COMPARE (off by default
+// while BEAM_HAND_CODED is on: the hand-coded kernel is one of the timed candidates), and
+// beyond 0.9.2: BEAM_BUDGET (seconds for the whole search; 8 on the CPU), BEAM_HAND_CODED (1: the timed
+// hand-coded kernel starts the beam: the search returns it unless a candidate timed faster), BEAM_BATCH (C candidates
+// per compile, 16), BEAM_CPU_TEST_OPS (the work of one timed CPU run, a slice of the parallel loop).
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,0 +1,191 @@
+// cpu_gemm_pack (see pack.hpp): finds the SUM(a*b) whose b is worth packing and builds the two asts.
+#include "codegen/pack.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <iostream>
+#include <numeric>
+#include <thread>
+#include <unordered_map>
+
+#include "shape/shapetracker_arg.hpp"
+#include "tg/helpers.hpp"
+
+namespace tg {
+
+namespace {
+
+bool is_buffer_load(const UOp& u) {
+  return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0]->op == Ops::DEFINE_GLOBAL && u->src[1]->op == Ops::SHAPETRACKER;
+}
+
+int64_t l2_bytes() {
+  static const int64_t l2 = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? static_cast<int64_t>(v) : int64_t{1} << 20;
+  }();
+  return getenv("CPU_L2", l2);
+}
+
+// the CPU runtime's thread count (THREADS, else all cores), as the heuristics see it
+int64_t cpu_threads() {
+  const int64_t n = getenv("THREADS", 0);
+  return n > 0 ? n : std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+// The ast with every ShapeTracker's axis v split into (shape[v] / nc, nc), the reduce axes moved
+// with it, and the node `b` replaced by `nb`.
+UOp split_ast(const UOp& ast, int64_t v, int64_t nc, const UOp& b, const UOp& nb) {
+  std::unordered_map<const UOpNode*, UOp> memo;
+  std::function<UOp(const UOp&)> go = [&](const UOp& u) -> UOp {
+    if (u == b) return nb;
+    if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
+    UOp r;
+    if (u->op == Ops::SHAPETRACKER) {
+      const ShapeTracker& st = st_of(u);
+      Shape s = st.shape();
+      TG_ASSERT(static_cast<int64_t>(s.size()) > v && s[v] % nc == 0, "pack: a tracker without the split axis: " + st.str());
+      const int64_t n = s[v];
+      s[v] = n / nc;
+      s.insert(s.begin() + v + 1, nc);
+      r = st_uop(st.reshape(s));
+    } else {
+      std::vector<UOp> src;
+      for (const UOp& x : u->src) src.push_back(go(x));
+      Arg arg = u->arg;
+      if (u->op == Ops::REDUCE_AXIS) {
+        ReduceArg ra = u->as<ReduceArg>();
+        for (int64_t& a : ra.axes) a += a > v;
+        arg = ra;
+      }
+      r = UOp(u->op, u->dtype, std::move(src), arg);
+    }
+    memo.emplace(u.get(), r);
+    return r;
+  };
+  return go(ast);
+}
+
+}  // namespace
+
+std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
+  if (ren.has_local || !getenv("CPU_PACK", 1) || ren.vector_bytes < 16) return std::nullopt;
+  if (ast->op != Ops::SINK || ast->src.size() != 1 || ast->src[0]->op != Ops::STORE) return std::nullopt;
+  const UOp& store = ast->src[0];
+  const UOp& red = store->src[2];
+  if (red->op != Ops::REDUCE_AXIS || red->as<ReduceArg>().op != ReduceOps::SUM) return std::nullopt;
+  const UOp& mul = red->src[0];
+  if (mul->op != Ops::ALU || !mul->is<BinaryOps>() || mul->as<BinaryOps>() != BinaryOps::MUL || mul->dtype != dtypes::float32)
+    return std::nullopt;
+  if (!is_buffer_load(mul->src[0]) || !is_buffer_load(mul->src[1])) return std::nullopt;
+  const ShapeTracker& out = st_of(store->src[1]);
+  if (out.symbolic() || st_of(mul->src[0]->src[1]).symbolic() || st_of(mul->src[1]->src[1]).symbolic()) return std::nullopt;
+  const Shape& full = st_of(mul->src[0]->src[1]).shape();
+  const int64_t n = static_cast<int64_t>(full.size());
+  const std::vector<int64_t>& raxes = red->as<ReduceArg>().axes;   // K: every reduce axis (a conv's ci, ky, kx)
+  auto is_reduce = [&](int64_t i) { return std::find(raxes.begin(), raxes.end(), i) != raxes.end(); };
+  const int64_t lanes = ren.vector_bytes / 4, r = raxes.back();
+  int64_t K = 1;
+  for (int64_t i : raxes) K *= full[i];
+  const auto so = out.real_strides();
+  int64_t max_global = -1;
+  for (const UOp& u : ast.toposort())
+    if (u->op == Ops::DEFINE_GLOBAL) max_global = std::max(max_global, u->as<int64_t>());
+
+  for (int which : {1, 0}) {
+    const UOp &a = mul->src[1 - which], &b = mul->src[which];
+    const ShapeTracker &sta = st_of(a->src[1]), &stb = st_of(b->src[1]);
+    const auto sa = sta.real_strides(), sb = stb.real_strides();
+    auto bcast = [](const std::optional<int64_t>& s) { return s && *s == 0; };
+    bool b_reads_k = true;
+    for (int64_t i : raxes) b_reads_k = b_reads_k && !bcast(sb[i]);
+    if (!b_reads_k) continue;
+    for (int64_t v = n - 1; v >= 0; v--) {
+      // the output is stored along N: contiguous, or strided after a long reduce (a conv's output
+      // channels: one scattered store per output against K loads and FMAs)
+      if (is_reduce(v) || !so[v] || (*so[v] != 1 && K < 64) || !bcast(sa[v]) || bcast(sb[v]) || full[v] % lanes != 0) continue;
+      // the rows: an output axis b is broadcast along and a isn't; every other axis b reads must be a batch axis of a too
+      int64_t rows = 0;
+      bool ok = true;
+      std::vector<int64_t> batch;
+      for (int64_t i = 0; i < n && ok; i++) {
+        if (i == v || is_reduce(i) || full[i] == 1) continue;
+        if (bcast(sb[i])) rows = std::max(rows, bcast(sa[i]) ? 0 : full[i]);
+        else if (bcast(sa[i])) ok = false;   // b varies where a is broadcast (a conv's image): packing would copy windows
+        else batch.push_back(i);
+      }
+      if (!ok || rows < 32) continue;
+      // the panel: two vectors wide (the register tile's columns), or a few tiles side by side when
+      // that still fits half the L2: the row tiles then sweep the tiles of one panel in turn while their
+      // rows of a stay in L1, which divides the passes over a by that many (2048^3: a is 16 MB)
+      int64_t nc = full[v] % (2 * lanes) == 0 ? 2 * lanes : lanes;
+      // (the threads split the panels: at least two each)
+      for (int64_t blk : {4, 2})
+        if (nc == 2 * lanes && full[v] % (nc * blk) == 0 && full[v] / (nc * blk) >= 2 * cpu_threads() &&
+            K * nc * blk * 4 <= l2_bytes() / 2 && blk <= getenv("CPU_PACK_BLOCK", 4)) {
+          nc *= blk;
+          break;
+        }
+      // already panel-shaped: consecutive lanes along N and the next k within a cache line or two
+      if (sb[v] == 1 && sb[r] && *sb[r] > 0 && *sb[r] * 4 <= 2 * 64) continue;
+      // the panel (K x nc) must stay in half the L2 (no K-blocking here); the work must dwarf the copy
+      if (K * nc * 4 > l2_bytes() / 2 || K < 16) continue;   // (nc was only widened within it)
+      int64_t bsize = full[v] * K, work = 1;
+      for (int64_t i : batch) bsize *= full[i];
+      for (int64_t i = 0; i < n; i++) work *= full[i];
+      if (work < (int64_t{1} << 21) || bsize > (int64_t{1} << 26)) continue;
+
+      // the split shape: v -> (v_outer, v_inner) at v, v + 1; the reduce axis moves past it
+      Shape split = full;
+      split[v] = full[v] / nc;
+      split.insert(split.begin() + v + 1, nc);
+      std::vector<int64_t> order;   // the scratch's axes in split coordinates, outermost first
+      for (int64_t i : batch) order.push_back(i + (i > v));
+      order.push_back(v);
+      for (int64_t i : raxes) order.push_back(i + (i > v));
+      order.push_back(v + 1);
+      std::vector<int64_t> strides(split.size(), 0);
+      int64_t acc = 1;
+      Shape pshape;
+      for (size_t j = order.size(); j-- > 0;) strides[order[j]] = acc, acc *= split[order[j]];
+      for (int64_t i : order) pshape.push_back(split[i]);
+      const DType ptr = dtypes::float32.ptr_to();
+      // the scratch takes b's place among the kernel's buffers unless b is read elsewhere too (x @ x)
+      bool b_elsewhere = false;
+      for (const UOp& u : ast.toposort())
+        b_elsewhere = b_elsewhere || (u != b && u->op == Ops::LOAD && u->src[0] == b->src[0]);
+      const int64_t scratch_index = b_elsewhere ? max_global + 1 : b->src[0]->as<int64_t>();
+      const UOp scratch = UOp(Ops::DEFINE_GLOBAL, ptr, {}, scratch_index);
+      const UOp nb = UOp(Ops::LOAD, dtypes::float32, {scratch, st_uop(ShapeTracker({View::create(split, strides)}))});
+
+      // the copy: b's view in split coordinates, its broadcast axes shrunk to one element, the scratch order
+      ShapeTracker pst = stb.reshape(split);
+      Mask sh;
+      for (size_t i = 0; i < split.size(); i++)
+        sh.emplace_back(0, std::find(order.begin(), order.end(), static_cast<int64_t>(i)) != order.end() ? split[i] : 1);
+      pst = pst.shrink(sh);
+      std::vector<int> perm(order.begin(), order.end());
+      for (int i = 0; i < static_cast<int>(split.size()); i++)
+        if (std::find(order.begin(), order.end(), i) == order.end()) perm.push_back(i);
+      pst = pst.permute(perm).reshape(pshape);
+      const UOp load = UOp(Ops::LOAD, dtypes::float32, {UOp(Ops::DEFINE_GLOBAL, ptr, {}, int64_t{1}), st_uop(pst)});
+      const UOp pstore = UOp(Ops::STORE, dtypes::void_, {UOp(Ops::DEFINE_GLOBAL, ptr, {}, int64_t{0}), st_uop(ShapeTracker::from_shape(pshape)), load});
+
+      PackPlan plan;
+      plan.pack_ast = UOp(Ops::SINK, dtypes::void_, {pstore});
+      plan.gemm_ast = split_ast(ast, v, nc, b, nb);
+      plan.b_index = b->src[0]->as<int64_t>();
+      plan.scratch_index = scratch_index;
+      plan.scratch_size = acc;
+      plan.dtype = dtypes::float32;
+      plan.nc = nc;
+      if (debug() >= 4) std::cout << "cpu pack : b (global " << plan.b_index << ") as " << to_str(pshape) << "\n";
+      return plan;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace tg

@@ -1,0 +1,179 @@
+// CPU GEMMs with a packed b operand (codegen/pack.hpp): when the plan applies, what it builds, and
+// that every packed shape computes what the unoptimized (NOOPT) kernel and a host loop compute.
+// Inputs are small integers, so every sum is exact in float32 whatever the order, and results are
+// compared exactly.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "codegen/kernel.hpp"
+#include "codegen/pack.hpp"
+#include "engine/realize.hpp"
+#include "engine/schedule.hpp"
+#include "engine/search.hpp"
+#include "shape/shapetracker_arg.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+const Renderer& cpu() { return get_renderer("CPU"); }
+
+Tensor ints(Shape s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> v(prod(s));
+  for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+  return Tensor::from(v, s).realize();
+}
+
+// the ast of the last kernel that computes t; the schedule is run (its inputs' buffers are marked
+// realized by scheduling, so they must be filled)
+UOp last_ast(const Tensor& t) {
+  UOp ast;
+  std::vector<ScheduleItem> sched = create_schedule({Access::lazydata(t)});
+  for (const ScheduleItem& si : sched)
+    if (si.kind == MetaOps::KERNEL) ast = Access::uop(si.ast);
+  run_schedule(sched);
+  return ast;
+}
+
+// out[..., m, n] = sum_k a[..., m, k] * b[..., k, n] on the host; a and b broadcast over a leading batch
+std::vector<float> host_matmul(const Tensor& a, const Tensor& b) {
+  const Shape &sa = a.shape(), &sb = b.shape();
+  const int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
+  const int64_t ba = prod(Shape(sa.begin(), sa.end() - 2)), bb = prod(Shape(sb.begin(), sb.end() - 2)), B = std::max(ba, bb);
+  const auto va = a.contiguous().tolist<float>(), vb = b.contiguous().tolist<float>();
+  std::vector<float> out(B * M * N);
+  for (int64_t z = 0; z < B; z++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        float s = 0;
+        for (int64_t k = 0; k < K; k++) s += va[(z % ba) * M * K + m * K + k] * vb[(z % bb) * K * N + k * N + n];
+        out[(z * M + m) * N + n] = s;
+      }
+  return out;
+}
+
+// a @ b three ways: default (packed when the plan applies), NOOPT, the host loop; all must agree
+void check_matmul(const Tensor& a, const Tensor& b, bool expect_packed) {
+  const Tensor out = a.matmul(b);
+  EXPECT_EQ(cpu_gemm_pack(last_ast(out), cpu()).has_value(), expect_packed) << last_ast(out).str();
+  const auto got = a.matmul(b).tolist<float>();
+  std::vector<float> noopt;
+  {
+    Context ctx({{"NOOPT", 1}});
+    noopt = a.matmul(b).tolist<float>();
+  }
+  EXPECT_EQ(got, noopt);
+  EXPECT_EQ(got, host_matmul(a, b));
+}
+
+}  // namespace
+
+TEST(CpuGemmPack, PlanSplitsNAndPacksBIntoPanels) {
+  Context ctx({{"CPU_L2", 1 << 20}, {"THREADS", 2}});
+  const Tensor a = ints({256, 128}, 1), b = ints({128, 256}, 2);
+  auto plan = cpu_gemm_pack(last_ast(a.matmul(b)), cpu());
+  ASSERT_TRUE(plan);
+  // 256 columns in 4 panels of 64 (two 32-wide tiles each: 128 x 64 x 4 bytes fits half the L2), K inside
+  EXPECT_EQ(plan->nc, 64);
+  EXPECT_EQ(plan->scratch_size, 128 * 256);
+  EXPECT_EQ(plan->b_index, 2);
+  EXPECT_EQ(plan->scratch_index, 2) << "the scratch takes b's place";
+  Kernel pk(plan->pack_ast, cpu());
+  EXPECT_EQ(pk.output_shape(), (Shape{4, 128, 64}));
+  // the GEMM: b's lanes contiguous in the scratch, a vector tile of 2 x 16 over 8 rows, panels outermost
+  Kernel k(plan->gemm_ast, cpu());
+  k.hand_coded_optimizations();
+  EXPECT_EQ(opts_to_string(k.applied_opts), "UPCAST,2,16;UPCAST,2,2;UPCAST,0,8") << "b (128 KB) fits in the L2: rows stay outermost";
+  const std::string src = k.to_program().src;
+  EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the scratch\n" << src;
+}
+
+TEST(CpuGemmPack, NotForSmallOrWhenOff) {
+  const Tensor a = ints({64, 64}, 1), b = ints({64, 64}, 2);
+  EXPECT_FALSE(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())) << "64^3: the copy would cost more than it saves";
+  // a conv of batch 1 has 8-row output tiles of at most 20 rows (oy, ox): too few to pay for the copy
+  const Tensor x = ints({1, 32, 24, 24}, 3), w = ints({64, 32, 5, 5}, 4);
+  EXPECT_FALSE(cpu_gemm_pack(last_ast(x.conv2d(w)), cpu()));
+  const Tensor c = ints({256, 256}, 5), d = ints({256, 256}, 6);
+  EXPECT_TRUE(cpu_gemm_pack(last_ast(c.matmul(d)), cpu()));
+  Context off({{"CPU_PACK", 0}});
+  EXPECT_FALSE(cpu_gemm_pack(last_ast(c.matmul(d)), cpu()));
+}
+
+TEST(CpuGemmPack, RealizeRunsThePackedKernels) {
+  const Tensor a = ints({128, 128}, 1), b = ints({128, 128}, 2);
+  std::vector<ScheduleItem> sched = create_schedule({Access::lazydata(a.matmul(b))});
+  ASSERT_FALSE(sched.empty());
+  run_schedule({sched.begin(), sched.end() - 1});
+  ExecItem ei = lower_schedule_item(sched.back());
+  auto* packed = dynamic_cast<PackedRunner*>(ei.prg.get());
+  ASSERT_NE(packed, nullptr);
+  EXPECT_EQ(packed->op_estimate, 2 * 128 * 128 * 128);
+  ei.run();
+  std::vector<float> got(128 * 128);
+  ei.bufs[0]->copyout(got.data(), got.size() * sizeof(float));
+  EXPECT_EQ(got, host_matmul(a, b));
+}
+
+TEST(CpuGemmPack, SquareAndOddSizes) {
+  check_matmul(ints({128, 128}, 1), ints({128, 128}, 2), true);
+  check_matmul(ints({131, 130}, 3), ints({130, 160}, 4), true);    // odd M and K, N of 5 tiles
+  check_matmul(ints({67, 129}, 5), ints({129, 48}, 6), false);      // N of 3 vectors: too little work
+  check_matmul(ints({97, 257}, 7), ints({257, 112}, 8), true);      // N = 7 vectors: one-vector panels
+}
+
+TEST(CpuGemmPack, TransposedAndStridedB) {
+  const Tensor a = ints({160, 96}, 1), w = ints({192, 96}, 2);
+  check_matmul(a, w.T(), true);   // a linear layer: b is w transposed, K contiguous
+  const Tensor wide = ints({96, 384}, 3);
+  const Tensor strided = wide.reshape({96, 192, 2}).shrink({{0, 96}, {0, 192}, {0, 1}}).reshape({96, 192});
+  check_matmul(a, strided, true);
+  check_matmul(a.T().contiguous().T(), wide.shrink({{0, 96}, {64, 256}}), true);   // a transposed twice, b an offset window
+}
+
+TEST(CpuGemmPack, BatchAndOneLengthAxes) {
+  check_matmul(ints({3, 64, 96}, 1), ints({3, 96, 128}, 2), true);   // batch in a and b
+  check_matmul(ints({4, 64, 64}, 3), ints({64, 128}, 4), true);      // b broadcast over the batch
+  check_matmul(ints({1, 200, 64}, 5), ints({1, 64, 256}, 6), true);  // batch of one
+  check_matmul(ints({1, 64}, 7), ints({64, 4096}, 8), false);        // one row: a matrix-vector product
+}
+
+TEST(CpuGemmPack, SameBufferOnBothSides) {
+  const Tensor x = ints({160, 160}, 9);
+  auto plan = cpu_gemm_pack(last_ast(x.matmul(x)), cpu());
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->b_index, 1);
+  EXPECT_EQ(plan->scratch_index, 2) << "x is still read as a: the scratch is one more buffer";
+  check_matmul(x, x, true);
+  check_matmul(x, x.T(), true);
+}
+
+TEST(CpuGemmPack, ConvWeightsPackedOverOutputChannels) {
+  // out[n, co, oy, ox] = sum_{ci, ky, kx} x[n, ci, oy + ky, ox + kx] * w[co, ci, ky, kx]: w is packed as
+  // [ci, ky, kx][co] panels and the output channels become the vector axis (stored strided)
+  const Tensor x = ints({64, 8, 12, 12}, 1), w = ints({32, 8, 3, 3}, 2);
+  auto plan = cpu_gemm_pack(last_ast(x.conv2d(w)), cpu());
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nc, 32);
+  // the output channels are the vector axis: vector accumulators, each lane stored on its own (400 apart)
+  Kernel k(plan->gemm_ast, cpu());
+  k.hand_coded_optimizations();
+  const std::string src = k.to_program().src;
+  EXPECT_NE(src.find("float16 acc0 = "), std::string::npos) << src;
+  EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the packed weights\n" << src;
+  const auto got = x.conv2d(w).tolist<float>();
+  Context ctx({{"NOOPT", 1}});
+  EXPECT_EQ(got, x.conv2d(w).tolist<float>());
+}
+
+TEST(CpuGemmPack, TinyJitReplaysThePackedKernels) {
+  // calls 3+ replay the pack and the GEMM on new inputs (the runner keeps its scratch)
+  TinyJit jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].matmul(in[1])}; });
+  for (uint32_t call = 1; call <= 4; call++) {
+    const Tensor a = ints({128, 128}, 10 + call), b = ints({128, 128}, 20 + call);
+    EXPECT_EQ(jit({a, b})[0].tolist<float>(), host_matmul(a, b)) << "call " << call;
+  }
+}
