@@ -213,9 +213,7 @@ int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
 //    groups of rows in a block, 4 outputs per thread.
 bool gpu_reduce(Kernel& k) {
   // (several reduces of a row kernel reduce the same axes: one block per row serves them all)
-  bool same_axes = !k.reduceops.empty();
-  for (size_t i = 0; i < k.reduceops.size(); i++) same_axes = same_axes && k.sts[k.bufs.size() + 2 * i].shape() == k.sts[k.bufs.size()].shape();
-  if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || !same_axes) return false;
+  if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || !k.same_reduce_axes()) return false;
   if (k.group_for_reduces || k.local_dims || k.upcasted) return false;
   const Shape& fs = k.full_shape();
   const int64_t fr = k.first_reduce(), n = k.shape_len();
@@ -338,7 +336,8 @@ void cpu_optimizations(Kernel& k) {
     return false;
   };
   std::vector<std::tuple<int64_t, int64_t>> choices;   // (-size, axis), taken before the axes move
-  if (k.reduceop())
+  // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
+  if (k.reduceop() && !k.row_kernel())
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
       if (reuses(axis) && largest_divisor(k.full_shape()[axis], {8, 4, 3}) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());

@@ -77,6 +77,16 @@ const ShapeTracker& node_st(const UOp& u, std::unordered_map<const UOpNode*, Sha
   } else {
     TG_ASSERT(!u->src.empty(), "AST node without a shape: " + u.str());
     st = node_st(u->src[0], memo);
+    // in a row kernel a reduce's result (1 along the rows) meets full-shape values: the larger shape
+    Shape s = st.shape();
+    bool wider = false;
+    for (size_t i = 1; i < u->src.size(); i++) {
+      const Shape& si = node_st(u->src[i], memo).shape();
+      if (si.size() != s.size()) continue;
+      for (size_t j = 0; j < s.size(); j++)
+        if (si[j] > s[j]) s[j] = si[j], wider = true;
+    }
+    if (wider) st = ShapeTracker::from_shape(s);
   }
   return memo.emplace(u.get(), st).first->second;
 }
@@ -120,9 +130,7 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
     sts.push_back(node_st(r->src[0], st_memo));
   }
   // a row kernel (every reduce over the same axes) may store at the full shape
-  bool same_axes = !reduceops.empty();
-  for (size_t i = 0; i < reduceops.size(); i++) same_axes = same_axes && sts[bufs.size() + 2 * i].shape() == sts[bufs.size()].shape();
-  if (same_axes && sts[0].shape() != sts[bufs.size()].shape()) out_ref = static_cast<int>(bufs.size());
+  if (same_reduce_axes() && sts[0].shape() != sts[bufs.size()].shape()) out_ref = static_cast<int>(bufs.size());
 
   // the Variables of symbolic trackers are kernel arguments too
   for (const ShapeTracker& st : sts)
@@ -152,6 +160,13 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
 
   simplify_ones();
   simplify_merge_adjacent();
+}
+
+bool Kernel::same_reduce_axes() const {
+  if (reduceops.empty()) return false;
+  for (size_t i = 1; i < reduceops.size(); i++)
+    if (sts[bufs.size() + 2 * i].shape() != sts[bufs.size()].shape()) return false;
+  return true;
 }
 
 bool Kernel::symbolic_axis(int64_t axis) const {
@@ -342,6 +357,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
       opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
       opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
       opt_check(!tensor_core, "can't group with tensor cores");
+      opt_check(same_reduce_axes(), "can't group with multiple reduces over different axes");
       shift_to(axis, amt, opt.op == OptOps::GROUPTOP, first_reduce() + group_for_reduces);
       group_for_reduces += 1;
       break;

@@ -77,6 +77,9 @@ class Kernel {
   // the tracker whose 1s mark the reduce axes: the first store's (0), or the first reduce's output
   // when the stores keep the full shape (several reduces over the rows of a fused softmax)
   int out_ref = 0;
+  // every reduce reduces the same axes (of the rows); with two or more, or a full-shape store, a row kernel
+  bool same_reduce_axes() const;
+  bool row_kernel() const { return same_reduce_axes() && (reduceops.size() > 1 || out_ref != 0); }
 
   std::vector<Opt> applied_opts;
   int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
