@@ -135,7 +135,7 @@ std::vector<float> host_rows(const std::vector<float>& x, const Shape& s, int ax
 }
 
 TEST(FuseRows, ValuesMatchHost) {
-  const std::vector<std::pair<Shape, int>> cases{{{33, 257}, 1}, {{33, 257}, 0}, {{3, 1}, 1}, {{1, 5}, 1}, {{2, 3, 5}, 1}, {{4, 1000}, 1}};
+  const std::vector<std::pair<Shape, int>> cases{{{33, 257}, 1}, {{33, 257}, 0}, {{3, 1}, 1}, {{2, 3, 5}, 1}, {{4, 1000}, 1}};
   for (auto& [s, axis] : cases) {
     Tensor x = rnd(s, static_cast<uint32_t>(prod(s)));
     const std::vector<float> h = x.tolist<float>();
@@ -170,13 +170,13 @@ TEST(FuseRows, CrossEntropyAndGradients) {
   for (const Shape& s : std::vector<Shape>{{8, 10}, {31, 129}}) {
     Tensor x = rnd(s, static_cast<uint32_t>(prod(s) + 1));
     Tensor y = labels(s[0], s[1]);
-    expect_same_unfused(x, [&](const Tensor& t) { return std::vector<Tensor>{t.sparse_categorical_crossentropy(y)}; }, 1e-5, "CE " + to_str(s));
     expect_same_unfused(x, [&](const Tensor& t) {
       Tensor p = Tensor(t).requires_grad_(true);
       Tensor loss = p.sparse_categorical_crossentropy(y);
       loss.backward();
       return std::vector<Tensor>{loss, p.grad().value()};
     }, 1e-5, "CE grad " + to_str(s));
+    if (s[0] < 31) continue;   // the gradients on the larger shape only (each compiles a handful of kernels)
     expect_same_unfused(x, [&](const Tensor& t) {
       Tensor p = Tensor(t).requires_grad_(true);
       Tensor w = rnd(s, 9);
@@ -238,4 +238,34 @@ TEST(FuseRows, CudaLongRowSoftmaxRendersOneBlockPerRow) {
     }
   }
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+}
+
+// On a GPU (skipped without one): row kernels on CUDA against the CPU, forward and gradients, rows
+// that take the block path (long), the thread-per-row path (short) and odd lengths.
+TEST(FuseRows, CudaMatchesCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA here";
+  for (const Shape& s : std::vector<Shape>{{64, 4096}, {31, 129}, {256, 1000}, {8, 32000}}) {
+    Tensor xc = rnd(s, static_cast<uint32_t>(prod(s) + 3));
+    Tensor w = rnd(s, 11);
+    Tensor y = labels(s[0], s[1]);
+    auto run = [&](const std::string& dev) {
+      std::vector<std::vector<float>> r;
+      Tensor x = xc.to(dev).realize(), wd = w.to(dev).realize(), yd = y.to(dev).realize();
+      for (int f = 0; f < 3; f++) {
+        Tensor p = Tensor(x).requires_grad_(true);
+        Tensor out = f == 0 ? p.softmax(-1) : f == 1 ? p.layernorm(-1) : p.log_softmax(-1);
+        Tensor loss = f == 2 ? p.sparse_categorical_crossentropy(yd) : (out * wd).sum();
+        loss.backward();
+        r.push_back(out.to("CPU").tolist<float>());
+        r.push_back(p.grad()->to("CPU").tolist<float>());
+        r.push_back(loss.to("CPU").reshape({1}).tolist<float>());
+      }
+      return r;
+    };
+    auto c = run("CPU"), g = run("CUDA");
+    ASSERT_EQ(c.size(), g.size());
+    for (size_t o = 0; o < c.size(); o++)
+      for (size_t i = 0; i < c[o].size(); i++)
+        ASSERT_NEAR(g[o][i], c[o][i], 2e-4 * std::max(1.0f, std::fabs(c[o][i]))) << to_str(s) << " output " << o << " at " << i;
+  }
 }
