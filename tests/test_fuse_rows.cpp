@@ -269,3 +269,40 @@ TEST(FuseRows, CudaMatchesCpu) {
         ASSERT_NEAR(g[o][i], c[o][i], 2e-4 * std::max(1.0f, std::fabs(c[o][i]))) << to_str(s) << " output " << o << " at " << i;
   }
 }
+
+// No GPU needed: a row kernel storing per-row results (cross-entropy's max and log-sum-exp) must not
+// put a later reduce's warp shuffles or barrier under a thread gate (`if (lidx0 == 0)`): only some
+// threads would reach them and the block hangs (it did on an H100).
+TEST(FuseRows, CudaRowKernelHasNoBarrierUnderAGate) {
+  CUDARenderer ren("sm_90");
+  Tensor x = Tensor::empty({8192, 32000}, Opts{dtypes::float32, "CPU", false});
+  Tensor y = Tensor::empty({8192}, Opts{dtypes::int32, "CPU", false});
+  int row_kernels = 0;
+  for (const ScheduleItem& si : x.sparse_categorical_crossentropy(y).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    k.hand_coded_optimizations();
+    RenderedProgram p = k.to_program();
+    row_kernels += k.row_kernel();
+    // walk the source's blocks: an `if (` opens a gated block until its brace closes
+    std::vector<bool> gated{false};
+    size_t line_start = 0;
+    while (line_start < p.src.size()) {
+      size_t end = p.src.find('\n', line_start);
+      if (end == std::string::npos) end = p.src.size();
+      const std::string line = p.src.substr(line_start, end - line_start);
+      const bool in_gate = std::find(gated.begin(), gated.end(), true) != gated.end();
+      if (in_gate) {
+        EXPECT_EQ(line.find("__syncthreads"), std::string::npos) << p.src;
+        EXPECT_EQ(line.find("__shfl_xor_sync"), std::string::npos) << p.src;
+      }
+      for (char c : line) {
+        if (c == '{') gated.push_back(line.find("if (") != std::string::npos);
+        if (c == '}' && gated.size() > 1) gated.pop_back();
+      }
+      line_start = end + 1;
+    }
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
+  }
+  EXPECT_EQ(row_kernels, 1) << "the max and log-sum-exp kernel";
+}

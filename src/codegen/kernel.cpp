@@ -395,10 +395,10 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
     }
     case OptOps::PADTO: {
       opt_check(vars.empty(), "PADTO does not work with symbolic shape");
+      opt_check(!row_kernel(), "PADTO of a row kernel would gate its stores");
       opt_check(axis < first_upcast(), "cannot pad upcasted");
       if (first_reduce() <= axis) {
         // padding a reduce axis is only right for SUM of ops with f(0) = 0
-        opt_check(reduceops.size() == 1 && out_ref == 0, "cannot pad the rows of several reduces");
         const UOp r = *reduceop();
         opt_check(r->as<ReduceArg>().op == ReduceOps::SUM && !has_ast_op(r->src[0], [](const UOp& u) {
                     if (u->op != Ops::ALU) return false;

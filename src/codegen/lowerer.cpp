@@ -159,6 +159,16 @@ class Lowerer {
     // shuffles, so after the barrier the reduce reads one value per warp (temp[32*w]).
     warp_reduce_ = opts.has_warp_shuffle && group_for_reduces == 1 && ki.local_dims == 0 && !full_sym[first_reduce] &&
                    full_shape[first_reduce] % 32 == 0 && warp_dtype_ok(nodes);
+    // a row kernel: several reduces over the loop axes, or a store along the grouped axes
+    int64_t stage1 = 0;
+    for (const UOp& u : nodes)
+      if (u->op == Ops::REDUCE_AXIS)
+        stage1 += std::none_of(u->as<ReduceArg>().axes.begin(), u->as<ReduceArg>().axes.end(),
+                               [&](int64_t a) { return a >= first_group_ && a < end_group_; });
+    row_kernel_ = stage1 > 1;
+    for (const UOp& u : nodes)
+      if (u->op == Ops::STORE && u->src[0]->op == Ops::DEFINE_GLOBAL)
+        for (int64_t a = first_group_; a < end_group_; a++) row_kernel_ = row_kernel_ || st_of(u->src[1]).shape()[a] > 1;
     claims_.assign(n, 0);
     ctx_id(Ctx{idxs_, std::vector<UOp>(n)});   // context 0: outside every reduce
   }
@@ -253,8 +263,10 @@ class Lowerer {
       return UOp(Ops::LOAD, x->dtype, src);
     }
     // only the first thread of a group stores the grouped reduce's result (a store along the
-    // grouped axis, a fused softmax's output, is spread over the threads instead)
-    if (!local) {
+    // grouped axis, a fused softmax's output, is spread over the threads instead). A row kernel's
+    // threads all store it (the same value): a gate's IF block could take in a later reduce's
+    // shuffles and barriers, or the full-shape store's loop, that every thread must run.
+    if (!local && !row_kernel_) {
       const Shape& ss = st_of(st).shape();
       for (int64_t a = first_group_; a < end_group_; a++)
         if (ss[a] == 1) valid = valid & idxs[a].eq(iconst(0));
@@ -351,6 +363,7 @@ class Lowerer {
   std::vector<UOp> full_sym_;
   int64_t first_group_ = 0, end_group_ = 0;   // the grouped (GROUP/GROUPTOP) axes
   bool warp_reduce_ = false;
+  bool row_kernel_ = false;   // several reduces over the same rows (see lower_buffer_op's store gate)
   std::vector<int64_t> claims_;   // per axis: how many reduce nodes loop over it so far
   std::vector<Ctx> ctxs_;
   std::unordered_map<std::vector<const UOpNode*>, int, CtxKeyHash> ctx_ids_;
