@@ -516,6 +516,7 @@ class GraphScheduler {
     row_inlined_.clear();
     std::vector<std::pair<LB, std::vector<LB>>> groups = make_groups();
     std::unordered_map<LB, RowSig> row_sigs = merge_row_groups(groups);
+    bool row_failed = false;   // every group that can't be a row kernel is found in one pass
     for (auto& [k, g] : groups) {
       bool arange = unfuse_aranges_above(g, false);
       auto row = row_sigs.find(k);
@@ -527,12 +528,12 @@ class GraphScheduler {
       } catch (const UnfusableRow&) {
         TG_ASSERT(row != row_sigs.end(), "a group that isn't a row kernel reported an unfusable row");
         no_row_merge_.insert(k);   // lower it unmerged
-        return false;
+        row_failed = true;
       } catch (const Error& e) {   // a user error: name the ops that made the kernel
         throw Error(e.what() + scheduling_note(g));
       }
     }
-    return true;
+    return !row_failed;
   }
 
   // ---- row kernels: softmax, log_softmax, layernorm in one kernel
@@ -584,21 +585,32 @@ class GraphScheduler {
     std::unordered_map<LB, size_t> group_of;   // output -> group index
     for (size_t i = 0; i < groups.size(); i++) for (LB o : groups[i].second) group_of[o] = i;
     std::vector<char> dead(groups.size(), 0);
+    // what each group reads and its rows, recomputed only for a group that took in another
+    std::vector<std::optional<std::pair<GroupReads, std::pair<bool, std::optional<RowSig>>>>> info(groups.size());
+    auto get = [&](size_t i) -> const std::pair<GroupReads, std::pair<bool, std::optional<RowSig>>>& {
+      if (!info[i]) {
+        GroupReads gr = group_reads(groups[i].second);
+        bool ok = true;
+        std::optional<RowSig> sig = row_sig(gr, ok);
+        info[i].emplace(std::move(gr), std::make_pair(ok, sig));
+      }
+      return *info[i];
+    };
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t b = 0; b < groups.size(); b++) {
         if (dead[b] || no_row_merge_.count(groups[b].first) || !plain_outputs(groups[b].second)) continue;
-        GroupReads gb = group_reads(groups[b].second);
-        bool ok_b = true;
-        std::optional<RowSig> sig_b = row_sig(gb, ok_b);
+        const GroupReads gb = get(b).first;
+        bool ok_b = get(b).second.first;
+        std::optional<RowSig> sig_b = get(b).second.second;
         if (!ok_b || std::any_of(groups[b].second.begin(), groups[b].second.end(), [&](LB o) { return o->st.symbolic(); })) continue;
         for (LB rd : gb.reads) {
           auto ga = group_of.find(rd);
           if (ga == group_of.end() || ga->second == b || dead[ga->second]) continue;
           const size_t a = ga->second;
           if (!plain_outputs(groups[a].second)) continue;
-          bool ok_a = true;
-          std::optional<RowSig> sig_a = row_sig(group_reads(groups[a].second), ok_a);
+          const bool ok_a = get(a).second.first;
+          const std::optional<RowSig> sig_a = get(a).second.second;
           if (!ok_a || !sig_a || (sig_b && !(*sig_a == *sig_b))) continue;
           int64_t row = 1;
           for (int64_t x : sig_a->axis) row *= sig_a->full[x];
@@ -607,8 +619,9 @@ class GraphScheduler {
           auto fits = [&](const std::vector<LB>& g) {
             return std::all_of(g.begin(), g.end(), [&](LB o) { return o->shape() == sig_a->full || o->shape() == sig_a->reduced(); });
           };
-          if (!fits(groups[a].second) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of)) continue;
+          if (!fits(groups[a].second) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of, gb)) continue;
           for (LB o : groups[a].second) groups[b].second.push_back(o), group_of[o] = b;
+          info[b].reset();
           groups[a].second.clear();
           dead[a] = 1;
           sigs[groups[b].first] = *sig_a;
@@ -638,11 +651,36 @@ class GraphScheduler {
     return sigs;
   }
 
+  // the longest path from a realized buffer up to b (memoized, iterative: graphs can be deep)
+  mutable std::unordered_map<LB, int64_t> depth_;
+  int64_t depth(LB root) const {
+    if (auto it = depth_.find(root); it != depth_.end()) return it->second;
+    std::vector<std::pair<LB, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [x, i] = stack.back();
+      if (x->realized()) { depth_[x] = 0; stack.pop_back(); continue; }
+      if (i < x->srcs.size()) {
+        LB s = x->srcs[i++]->base().get();
+        if (!depth_.count(s)) stack.emplace_back(s, 0);
+        continue;
+      }
+      int64_t d = 0;
+      for (auto& src : x->srcs) d = std::max(d, depth_.at(src->base().get()) + 1);
+      depth_[x] = d;
+      stack.pop_back();
+    }
+    return depth_.at(root);
+  }
+
   // whether group b reads group a's outputs through another kernel too (merging them would be a cycle)
   bool reaches_other_way(const std::vector<std::pair<LB, std::vector<LB>>>& groups, size_t a, size_t b,
-                         const std::unordered_map<LB, size_t>& group_of) const {
+                         const std::unordered_map<LB, size_t>& group_of, const GroupReads& gb) const {
+    (void)b;
+    // a path up from b to a only passes buffers deeper than a's outputs
+    int64_t min_depth = INT64_MAX;
+    for (LB o : groups[a].second) min_depth = std::min(min_depth, depth(o));
     std::vector<LB> stack;
-    for (LB r : group_reads(groups[b].second).reads) {
+    for (LB r : gb.reads) {
       auto it = group_of.find(r);
       if (it != group_of.end() && it->second != a) stack.push_back(r);
     }
@@ -650,7 +688,7 @@ class GraphScheduler {
     while (!stack.empty()) {
       LB x = stack.back();
       stack.pop_back();
-      if (!seen.insert(x).second || x->realized()) continue;
+      if (x->realized() || depth(x) < min_depth || !seen.insert(x).second) continue;
       auto it = group_of.find(x);
       if (it != group_of.end() && it->second == a) return true;
       for (auto& s : x->srcs) stack.push_back(s->base().get());
