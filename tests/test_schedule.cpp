@@ -61,15 +61,22 @@ TEST(Schedule, ReduceFusesItsElementwiseInput) {
   EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::LOAD), 2u);
 }
 
-TEST(Schedule, SoftmaxIsAtMostThreeKernels) {
-  auto x = input({4, 8});
-  auto m = x->r(ReduceOps::MAX, {1})->expand({4, 8});
-  auto e = add(x, m->e(UnaryOps::NEG))->e(UnaryOps::EXP2);
-  auto s = e->r(ReduceOps::SUM, {1})->expand({4, 8});
-  auto out = mul(e, s->e(UnaryOps::RECIP));
-  size_t n = kernels({out});
+TEST(Schedule, SoftmaxIsOneRowKernel) {
+  auto softmax = [] {
+    auto x = input({4, 8});
+    auto m = x->r(ReduceOps::MAX, {1})->expand({4, 8});
+    auto e = add(x, m->e(UnaryOps::NEG))->e(UnaryOps::EXP2);
+    auto s = e->r(ReduceOps::SUM, {1})->expand({4, 8});
+    return mul(e, s->e(UnaryOps::RECIP));
+  };
+  auto sched = create_schedule({softmax()});
+  ASSERT_EQ(count_kernels(sched), 1u);   // max, sum and the normalized store in one kernel
+  EXPECT_EQ(count_ops(Access::uop(sched[0].ast), Ops::REDUCE_AXIS), 2u);
+  EXPECT_EQ(sched[0].bufs.size(), 2u);   // the max and the sum are not stored
+  Context off{{"FUSE_ROWS", 0}};
+  size_t n = kernels({softmax()});
   EXPECT_LE(n, 3u);
-  EXPECT_GE(n, 2u);   // the expanded max must realize
+  EXPECT_GE(n, 2u);   // unfused, the expanded max must realize
 }
 
 TEST(Schedule, ReduceFusesElementwiseConsumer) {
@@ -104,11 +111,19 @@ TEST(Schedule, LinearReluIsOneKernel) {
 TEST(Schedule, ExpandedReduceRealizesFirst) {
   auto x = input({4, 8});
   auto out = add(x->r(ReduceOps::SUM, {1})->expand({4, 8}), x);
-  auto s = create_schedule({out});
-  ASSERT_EQ(count_kernels(s), 2u);
+  {
+    Context off{{"FUSE_ROWS", 0}};
+    auto s = create_schedule({out});
+    ASSERT_EQ(count_kernels(s), 2u);
+    EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::REDUCE_AXIS), 1u);
+    EXPECT_EQ(count_ops(Access::uop(s[1].ast), Ops::REDUCE_AXIS), 0u);
+    EXPECT_EQ(s[1].bufs[1], s[0].bufs[0]);   // the second kernel reads the reduce's output
+  }
+  // with row kernels the sum joins its broadcast consumer: one kernel storing the full shape
+  auto x2 = input({4, 8});
+  auto s = create_schedule({add(x2->r(ReduceOps::SUM, {1})->expand({4, 8}), x2)});
+  ASSERT_EQ(count_kernels(s), 1u);
   EXPECT_EQ(count_ops(Access::uop(s[0].ast), Ops::REDUCE_AXIS), 1u);
-  EXPECT_EQ(count_ops(Access::uop(s[1].ast), Ops::REDUCE_AXIS), 0u);
-  EXPECT_EQ(s[1].bufs[1], s[0].bufs[0]);   // the second kernel reads the reduce's output
 }
 
 TEST(Schedule, DoubleReduceIsTwoKernels) {

@@ -76,7 +76,7 @@ bool matvec(Kernel& k) {
 
 void grouptop(Kernel& k) {
   const int64_t fr = k.first_reduce();
-  const int64_t out_work = prod_range(k.sts[0].shape(), 0, fr);
+  const int64_t out_work = prod_range(k.output_shape(), 0, fr);
   if (!(k.float4_axis(0).empty() && fr <= 2 && fr + 1 <= k.shape_len() && out_work <= 2048)) return;
   std::vector<int64_t> sizes = out_work <= 32 ? std::vector<int64_t>{256, 16} : std::vector<int64_t>{16};
   for (int64_t sz : sizes) {
@@ -109,7 +109,7 @@ void upcast_masked_axes(Kernel& k) {
 
 void upcast_expanded_axes(Kernel& k) {
   std::set<int64_t> upcasted_axis;
-  while (prod_range(k.sts[0].shape(), 0, k.first_reduce()) >= 1024) {
+  while (prod_range(k.output_shape(), 0, k.first_reduce()) >= 1024) {
     std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> xb_choices;
     for (int64_t axis = 0; axis < k.first_reduce(); axis++) {
       for (int64_t amount : {3, 4}) {
@@ -241,7 +241,8 @@ int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
 //  - across the reduce (a column sum: sum(0)): 32 outputs on a warp's lanes (coalesced), 16
 //    groups of rows in a block, 4 outputs per thread.
 bool gpu_reduce(Kernel& k) {
-  if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || k.reduceops.size() != 1) return false;
+  // (several reduces of a row kernel reduce the same axes: one block per row serves them all)
+  if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || !k.same_reduce_axes()) return false;
   if (k.group_for_reduces || k.local_dims || k.upcasted || reuses_inputs(k)) return false;
   const Shape& fs = k.full_shape();
   const int64_t fr = k.first_reduce(), n = k.shape_len();
@@ -324,7 +325,7 @@ void swap_for_l2(Kernel& k, const std::vector<size_t>& vector_inputs) {
   const size_t b = vector_inputs[0];
   int64_t reduce = 1, cols = 1;
   for (int64_t i = 0; i < k.shape_len(); i++) {
-    const bool is_reduce = k.sts[0].shape()[i] == 1 && k.full_shape()[i] > 1;
+    const bool is_reduce = k.output_shape()[i] == 1 && k.full_shape()[i] > 1;
     if (is_reduce) reduce *= k.full_shape()[i];
     else if (i >= k.first_upcast() && stride_of(k, b, i) != 0) cols *= k.full_shape()[i];
   }
@@ -364,7 +365,8 @@ void cpu_optimizations(Kernel& k) {
     return false;
   };
   std::vector<std::tuple<int64_t, int64_t>> choices;   // (-size, axis), taken before the axes move
-  if (k.reduceop())
+  // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
+  if (k.reduceop() && !k.row_kernel())
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
       if (reuses(axis) && largest_divisor(k.full_shape()[axis], {8, 4, 3}) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());

@@ -78,6 +78,16 @@ const ShapeTracker& node_st(const UOp& u, std::unordered_map<const UOpNode*, Sha
   } else {
     TG_ASSERT(!u->src.empty(), "AST node without a shape: " + u.str());
     st = node_st(u->src[0], memo);
+    // in a row kernel a reduce's result (1 along the rows) meets full-shape values: the larger shape
+    Shape s = st.shape();
+    bool wider = false;
+    for (size_t i = 1; i < u->src.size(); i++) {
+      const Shape& si = node_st(u->src[i], memo).shape();
+      if (si.size() != s.size()) continue;
+      for (size_t j = 0; j < s.size(); j++)
+        if (si[j] > s[j]) s[j] = si[j], wider = true;
+    }
+    if (wider) st = ShapeTracker::from_shape(s);
   }
   return memo.emplace(u.get(), st).first->second;
 }
@@ -120,6 +130,8 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
     sts.push_back(node_st(r, st_memo));
     sts.push_back(node_st(r->src[0], st_memo));
   }
+  // a row kernel (every reduce over the same axes) may store at the full shape
+  if (same_reduce_axes() && sts[0].shape() != sts[bufs.size()].shape()) out_ref = static_cast<int>(bufs.size());
 
   // the Variables of symbolic trackers are kernel arguments too
   for (const ShapeTracker& st : sts)
@@ -151,6 +163,13 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
   simplify_merge_adjacent();
 }
 
+bool Kernel::same_reduce_axes() const {
+  if (reduceops.empty()) return false;
+  for (size_t i = 1; i < reduceops.size(); i++)
+    if (sts[bufs.size() + 2 * i].shape() != sts[bufs.size()].shape()) return false;
+  return true;
+}
+
 bool Kernel::symbolic_axis(int64_t axis) const {
   for (const ShapeTracker& st : sts) {
     const View& v = st.views.back();
@@ -165,7 +184,7 @@ Shape Kernel::full_unupcasted_shape() const {
 }
 
 int64_t Kernel::first_reduce() const {
-  const Shape &s0 = sts[0].shape(), &fs = full_shape();
+  const Shape &s0 = sts[out_ref].shape(), &fs = full_shape();
   for (int64_t i = 0; i < first_upcast(); i++)
     if (s0[i] != fs[i]) return i;
   return first_upcast();
@@ -174,7 +193,7 @@ int64_t Kernel::first_reduce() const {
 std::vector<int64_t> Kernel::upcast_in_mid_reduce_axes() const {
   std::vector<int64_t> ret;
   for (int64_t j = first_reduce(); j < first_reduce() + group_for_reduces; j++)
-    if (full_shape()[j] == sts[0].shape()[j]) ret.push_back(j);
+    if (full_shape()[j] == sts[out_ref].shape()[j]) ret.push_back(j);
   return ret;
 }
 
@@ -182,7 +201,7 @@ std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> Kernel::upcasted_
   std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> ret;
   auto strides = sts[i].real_strides();
   for (int64_t a = first_upcast(); a < shape_len(); a++)
-    ret.emplace_back(sts[i].shape()[a], strides[a], sts[0].shape()[a] != full_shape()[a]);
+    ret.emplace_back(sts[i].shape()[a], strides[a], sts[out_ref].shape()[a] != full_shape()[a]);
   return ret;
 }
 
@@ -320,9 +339,10 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
     const int64_t acc_sz = (*reduceop())->dtype.itemsize();
     int64_t upcast_sz = 1, local_sz = 1;
     for (int64_t i = first_upcast(); i < shape_len(); i++)
-      if (full_shape()[i] == sts[0].shape()[i]) upcast_sz *= full_shape()[i];
+      if (full_shape()[i] == sts[out_ref].shape()[i]) upcast_sz *= full_shape()[i];
     for (int64_t i = first_reduce() - local_dims; i < first_reduce() + group_for_reduces; i++) local_sz *= full_shape()[i];
-    const int64_t smem_sz = amt * acc_sz * upcast_sz * local_sz;
+    // each reduce of the kernel has its own local buffer
+    const int64_t smem_sz = amt * acc_sz * upcast_sz * local_sz * static_cast<int64_t>(reduceops.size());
     opt_check(smem_sz <= opts->shared_max,
               "exceeds maximum shared memory size: needs " + std::to_string(smem_sz) + ", max " + std::to_string(opts->shared_max));
   }
@@ -338,7 +358,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
       opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
       opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
       opt_check(!tensor_core, "can't group with tensor cores");
-      opt_check(reduceops.size() == 1, "can't group with multiple reduces");
+      opt_check(same_reduce_axes(), "can't group with multiple reduces over different axes");
       shift_to(axis, amt, opt.op == OptOps::GROUPTOP, first_reduce() + group_for_reduces);
       group_for_reduces += 1;
       break;
@@ -376,6 +396,7 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
     }
     case OptOps::PADTO: {
       opt_check(vars.empty(), "PADTO does not work with symbolic shape");
+      opt_check(!row_kernel(), "PADTO of a row kernel would gate its stores");
       opt_check(axis < first_upcast(), "cannot pad upcasted");
       if (first_reduce() <= axis) {
         // padding a reduce axis is only right for SUM of ops with f(0) = 0
@@ -420,7 +441,7 @@ std::vector<std::string> Kernel::colors() const {
   for (int64_t i = first_reduce(); i < first_reduce() + group_for_reduces; i++)
     c.push_back(std::find(mid.begin(), mid.end(), i) != mid.end() ? "white" : "green");
   c.insert(c.end(), first_upcast() - (first_reduce() + group_for_reduces), "red");
-  for (int64_t i = first_upcast(); i < shape_len(); i++) c.push_back(full_shape()[i] != sts[0].shape()[i] ? "magenta" : "yellow");
+  for (int64_t i = first_upcast(); i < shape_len(); i++) c.push_back(full_shape()[i] != sts[out_ref].shape()[i] ? "magenta" : "yellow");
   TG_ASSERT(static_cast<int64_t>(c.size()) == shape_len(), "colors size mismatch");
   return c;
 }
@@ -493,9 +514,11 @@ UOp Kernel::get_optimized_ast() const {
         Shape local_shape(global_dims(), 1);
         for (int64_t i = global_dims(); i < global_dims() + local_dims + group_for_reduces; i++) local_shape.push_back(full_shape()[i]);
         local_shape.insert(local_shape.end(), first_upcast() - group_for_reduces - first_reduce(), 1);
-        for (auto& [sz, st, r] : upcasted_axis(0)) local_shape.push_back(sz);
+        for (auto& [sz, st, r] : upcasted_axis(out_ref)) local_shape.push_back(sz);
         const ShapeTracker lst = ShapeTracker::from_shape(local_shape);
-        UOp lbuf(Ops::DEFINE_LOCAL, op->dtype.ptr_to(true), {UOp::const_(dtypes::int32, prod(local_shape))}, std::string("temp1"));
+        // one buffer per reduce: a second reduce's partials must not overwrite the first's before all threads read them
+        const std::string lname = "temp" + std::to_string(1 + (reduce_idx - bufs.size()) / 2);
+        UOp lbuf(Ops::DEFINE_LOCAL, op->dtype.ptr_to(true), {UOp::const_(dtypes::int32, prod(local_shape))}, lname);
         UOp lstore(Ops::STORE, dtypes::void_, {lbuf, st_uop(lst), ret});
         UOp lload(Ops::LOAD, op->dtype, {lbuf, st_uop(lst), lstore});
         std::vector<int64_t> gaxes;

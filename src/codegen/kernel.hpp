@@ -74,6 +74,12 @@ class Kernel {
   // sts[i] for bufs[i]; then per reduceop its output and input ShapeTracker (to find reduced axes)
   std::vector<ShapeTracker> sts;
   int full_buf_index = 0;         // a buffer read by the first reduce: it has the full shape
+  // the tracker whose 1s mark the reduce axes: the first store's (0), or the first reduce's output
+  // when the stores keep the full shape (several reduces over the rows of a fused softmax)
+  int out_ref = 0;
+  // every reduce reduces the same axes (of the rows); with two or more, or a full-shape store, a row kernel
+  bool same_reduce_axes() const;
+  bool row_kernel() const { return same_reduce_axes() && (reduceops.size() > 1 || out_ref != 0); }
 
   std::vector<Opt> applied_opts;
   int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
@@ -86,7 +92,7 @@ class Kernel {
   std::vector<std::pair<UOp, std::pair<int, int>>> bufs_for_tensor_core;   // reduceop -> (bufs index of A, of B)
 
   // shape views
-  const Shape& output_shape() const { return sts[0].shape(); }
+  const Shape& output_shape() const { return sts[out_ref].shape(); }
   const Shape& full_shape() const { return sts[full_buf_index].shape(); }
   Shape full_unupcasted_shape() const;
   int64_t shape_len() const { return static_cast<int64_t>(sts[0].shape().size()); }

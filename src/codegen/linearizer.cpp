@@ -108,6 +108,7 @@ class Linearizer {
       if (op != Ops::RANGE && op != Ops::IF) continue;
       scope_of_[i] = static_cast<int>(scopes_.size());
       scopes_.push_back(make_scope(g_, i));
+      member0_.push_back(scopes_.back().member);
     }
   }
 
@@ -131,10 +132,46 @@ class Linearizer {
       auto it = std::find(out.begin(), out.end(), g_.nodes[last]);
       out.insert(it + 1, UOp(scope_end_op(scope->op), dtypes::void_, {scope}));
     }
-    return out;
+    return hoist(out);
   }
 
- private:
+  // A value placed inside a block it doesn't depend on (an index math of thread ids popped while a
+  // reduce's loop was open) would be out of scope for its users after the block; a kernel with
+  // several reduces in a row meets this. Such pure values move to just before the outermost block
+  // they don't belong to. DEFINE_ACC stays: it is placed to reset per iteration of its outer loops.
+  std::vector<UOp> hoist(const std::vector<UOp>& out) const {
+    std::vector<UOp> res;
+    res.reserve(out.size());
+    std::vector<std::pair<int, size_t>> open;   // (scope, position of its opener in res)
+    std::unordered_map<const UOpNode*, size_t> level;   // how many blocks were open where a node went
+    for (const UOp& u : out) {
+      if (u->op == Ops::ENDRANGE || u->op == Ops::ENDIF) {
+        open.pop_back();
+        res.push_back(u);
+        continue;
+      }
+      const int id = g_.id.at(u.get());
+      size_t keep = open.size();
+      const bool pure = u->op == Ops::ALU || u->op == Ops::LOAD || u->op == Ops::CONST || u->op == Ops::SPECIAL || u->op == Ops::CAST ||
+                        u->op == Ops::BITCAST || u->op == Ops::GEP || u->op == Ops::VECTORIZE || u->op == Ops::DEFINE_VAR;
+      if (pure) {
+        size_t src_level = 0;   // its sources must all be outside the block it leaves
+        for (const UOp& s : u->src)
+          if (auto it = level.find(s.get()); it != level.end()) src_level = std::max(src_level, it->second);
+        while (keep > src_level && !member0_[open[keep - 1].first][id]) keep--;
+      }
+      if (keep < open.size()) {
+        res.insert(res.begin() + static_cast<int64_t>(open[keep].second), u);
+        for (size_t j = keep; j < open.size(); j++) open[j].second++;
+      } else {
+        res.push_back(u);
+      }
+      level[u.get()] = keep;
+      if (scope_of_[id] >= 0) open.emplace_back(scope_of_[id], res.size() - 1);
+    }
+    return res;
+  }
+
   // tinygrad's priorities: reduce RANGEs open late (by axis, and after ranges their PHIs don't
   // share), every other node prefers to run inside the loops it belongs to
   int64_t priority(int u) const {
@@ -149,7 +186,7 @@ class Linearizer {
           if (!share_any(scopes_[scope_of_[r]].phis, su.phis)) independent++;
         prio += 10000 * independent;
       }
-      return prio;
+      return prio + kDepthPrio * reduce_depth(u);
     }
     for (const Scope& s : scopes_) {
       const UOp& l = g_.nodes[s.node];
@@ -158,10 +195,26 @@ class Linearizer {
     return prio;
   }
 
+  // How many reduces feed this reduce range's loop body one after another (softmax's sum reads the
+  // max: depth 1). A range opens only after the reduces it reads have closed, whatever its lanes'
+  // accumulator count adds above; a kernel with one reduce has depth 0 (a GROUP's second stage 1).
+  static constexpr int64_t kDepthPrio = 1000000000;
+  int64_t reduce_depth(int u) const {
+    if (auto it = depth_.find(u); it != depth_.end()) return it->second;
+    depth_[u] = 0;   // (no cycles in a DAG; guards re-entry)
+    const Scope& su = scopes_[scope_of_[u]];
+    int64_t d = 0;
+    for (int p : su.phis)
+      for (int r : g_.range_srcs[p])
+        if (r != u && !share_any(scopes_[scope_of_[r]].phis, su.phis)) d = std::max(d, 1 + reduce_depth(r));
+    return depth_[u] = d;
+  }
+
   void push(int u) { queue_.emplace(priority(u), u); }
 
   void place(int x) {
     const UOp& u = g_.nodes[x];
+
     if (scope_of_[x] >= 0) { end_pos_[scope_of_[x]] = scope_end_.size(); scope_end_.emplace_back(scope_of_[x], x); }
     if (u->op == Ops::DEFINE_ACC) {
       // the accumulator is declared before the outermost loop it reduces over
@@ -209,6 +262,8 @@ class Linearizer {
   Graph g_;
   std::vector<int> scope_of_;                         // node id -> scope index or -1
   std::vector<Scope> scopes_;
+  std::vector<std::vector<char>> member0_;
+  mutable std::unordered_map<int, int64_t> depth_;   // each scope's members before placing empties them
   std::vector<std::string> arg_strs_;
   std::priority_queue<std::pair<int64_t, int>, std::vector<std::pair<int64_t, int>>, Cmp> queue_{Cmp{this}};
   std::vector<int> order_;

@@ -109,7 +109,12 @@ class Lowerer {
       if (u->op == Ops::LOAD && u->src[0]->op == Ops::DEFINE_LOCAL) local_load_shapes.push_back(st_of(u->src[1]).shape());
     const int64_t n = static_cast<int64_t>(full_shape.size());
     const int64_t first_upcasted = n - ki.upcasted;
-    const Shape& out_shape = st_of(ast->src[0]->src[1]).shape();
+    // The reduce axes: where the first store's shape is 1 (one reduce), and every axis a REDUCE_AXIS
+    // reduces (several reduces over the rows of a full-shape output: softmax, layernorm)
+    Shape out_shape = st_of(ast->src[0]->src[1]).shape();
+    for (const UOp& u : nodes)
+      if (u->op == Ops::REDUCE_AXIS)
+        for (int64_t a : u->as<ReduceArg>().axes) out_shape[a] = 1;
     int64_t first_reduce = first_upcasted;
     for (int64_t i = 0; i < first_upcasted; i++)
       if (out_shape[i] != full_shape[i]) { first_reduce = i; break; }
@@ -118,6 +123,8 @@ class Lowerer {
       for (int64_t i = first_reduce; i < first_upcasted; i++) group_for_reduces += local_load_shapes[0][i] != out_shape[i];
     const int64_t global_dims = first_reduce - ki.local_dims;
     auto slice = [&](int64_t lo, int64_t hi) { return std::vector<int64_t>(full_shape.begin() + lo, full_shape.begin() + hi); };
+    first_group_ = first_reduce, end_group_ = first_reduce + group_for_reduces;
+    full_shape_ = full_shape, full_sym_ = full_sym;
 
     if (opts.has_local) {
       if (ki.dont_use_locals) {
@@ -138,28 +145,32 @@ class Lowerer {
         idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, arg));
       }
     }
+    // Outside the reduces a reduce loop axis is the loop of a full-shape store (a fused softmax's
+    // output): a "reduce" range of the linearizer with a high axis so it opens after the reduces' loops.
     for (int64_t i = first_reduce + group_for_reduces; i < first_upcasted; i++)
-      idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, std::vector<int64_t>{i, 1}));
+      idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, std::vector<int64_t>{kOutLoopAxis + i, 1}));
     for (int64_t i = first_upcasted; i < n; i++) {
       TG_ASSERT(!full_sym[i], "a symbolic dim can't be upcast");
       std::vector<UOp> cs;
       for (int64_t j = 0; j < full_shape[i]; j++) cs.push_back(iconst(j));
       idxs_.push_back(UOp(Ops::EXPAND, dtypes::int32, cs, std::vector<int64_t>{i, full_shape[i]}));
     }
-    // late indexes: the reduce over the grouped (local) dims runs after the barrier
-    ridxs_ = idxs_;
-    for (int64_t a = first_reduce; a < first_reduce + group_for_reduces; a++)
-      ridxs_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{1000 + a, 1});
     // One group dim on threadIdx.x, a multiple of 32: each warp's 32 partials combine through
     // shuffles, so after the barrier the reduce reads one value per warp (temp[32*w]).
-    group_ranges_ = ridxs_;
-    if (opts.has_warp_shuffle && group_for_reduces == 1 && ki.local_dims == 0 && !full_sym[first_reduce] && full_shape[first_reduce] % 32 == 0 &&
-        warp_dtype_ok(nodes)) {
-      const int64_t a = first_reduce;
-      group_ranges_[a] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape[a] / 32)}, std::vector<int64_t>{1000 + a, 1});
-      ridxs_[a] = group_ranges_[a] * iconst(32);
-      warp_reduce_ = true;
-    }
+    warp_reduce_ = opts.has_warp_shuffle && group_for_reduces == 1 && ki.local_dims == 0 && !full_sym[first_reduce] &&
+                   full_shape[first_reduce] % 32 == 0 && warp_dtype_ok(nodes);
+    // a row kernel: several reduces over the loop axes, or a store along the grouped axes
+    int64_t stage1 = 0;
+    for (const UOp& u : nodes)
+      if (u->op == Ops::REDUCE_AXIS)
+        stage1 += std::none_of(u->as<ReduceArg>().axes.begin(), u->as<ReduceArg>().axes.end(),
+                               [&](int64_t a) { return a >= first_group_ && a < end_group_; });
+    row_kernel_ = stage1 > 1;
+    for (const UOp& u : nodes)
+      if (u->op == Ops::STORE && u->src[0]->op == Ops::DEFINE_GLOBAL)
+        for (int64_t a = first_group_; a < end_group_; a++) row_kernel_ = row_kernel_ || st_of(u->src[1]).shape()[a] > 1;
+    claims_.assign(n, 0);
+    ctx_id(Ctx{idxs_, std::vector<UOp>(n)});   // context 0: outside every reduce
   }
 
   // the group reduce's local buffer holds a dtype __shfl_xor_sync takes, and the reduce is SUM or MAX
@@ -177,32 +188,90 @@ class Lowerer {
     return v;
   }
 
-  UOp to_uop(const UOp& x) {
-    if (auto it = cache_.find(x.get()); it != cache_.end()) return it->second;
-    UOp ret = lower(x);
-    cache_.emplace(x.get(), ret);
+  UOp to_uop(const UOp& x, int ctx = 0) {
+    const std::pair<const UOpNode*, int> key{x.get(), ctx};
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    UOp ret = lower(x, ctx);
+    cache_.emplace(key, ret);
     return ret;
   }
 
  private:
-  UOp lower_buffer_op(const UOp& x) {
+  // The indexes one part of the kernel sees. Context 0 is outside every reduce; each REDUCE_AXIS
+  // lowers its source in a context where its axes are its own loops, so several reduces over the
+  // same axis (softmax's max and sum) are separate loops, each re-reading the row, and a
+  // full-shape store after them loops over the axis once more. red[a]: the RANGE a reduce over
+  // axis a closes (idx[a] is 32*red[a] for a warp reduce's group axis); empty outside reduces.
+  struct Ctx {
+    std::vector<UOp> idx, red;
+  };
+  struct CtxKeyHash {
+    size_t operator()(const std::vector<const UOpNode*>& v) const {
+      size_t h = 0;
+      for (const UOpNode* p : v) h = h * 31 + std::hash<const void*>()(p);
+      return h;
+    }
+  };
+  int ctx_id(Ctx c) {
+    std::vector<const UOpNode*> key;
+    for (const UOp& u : c.idx) key.push_back(u.get());
+    for (const UOp& u : c.red) key.push_back(u.get());
+    auto [it, fresh] = ctx_ids_.emplace(std::move(key), static_cast<int>(ctxs_.size()));
+    if (fresh) ctxs_.push_back(std::move(c));
+    return it->second;
+  }
+  bool is_group_axis(int64_t a) const { return a >= first_group_ && a < end_group_; }
+  UOp dim(int64_t a) const { return full_sym_[a] ? full_sym_[a] : iconst(full_shape_[a]); }
+
+  // The loops of one reduce node over its axes, made once per node. The first reduce over an axis
+  // gets RANGE {axis, 1} (a grouped axis {1000+axis, 1}), as a kernel with one reduce always had;
+  // a later reduce over the same axis adds 2000 per reduce before it.
+  const std::vector<std::pair<UOp, UOp>>& reduce_loops(const UOp& x) {
+    auto [it, fresh] = loops_.try_emplace(x.get());
+    if (!fresh) return it->second;
+    for (int64_t a : x->as<ReduceArg>().axes) {
+      if (idxs_[a]->op == Ops::EXPAND) { it->second.emplace_back(UOp(), UOp()); continue; }   // an upcast axis: contracted
+      const int64_t arg = (is_group_axis(a) ? 1000 + a : a) + 2000 * claims_[a]++;
+      if (is_group_axis(a) && warp_reduce_) {
+        UOp r(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape_[a] / 32)}, std::vector<int64_t>{arg, 1});
+        it->second.emplace_back(r * iconst(32), r);
+      } else {
+        UOp r(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{arg, 1});
+        it->second.emplace_back(r, r);
+      }
+    }
+    return it->second;
+  }
+
+  UOp lower_buffer_op(const UOp& x, int ctx) {
     const bool is_const = x->op == Ops::CONST;
     const UOp& st = x->src[is_const ? 0 : 1];
     const bool local = !is_const && x->src[0]->op == Ops::DEFINE_LOCAL;
-    auto [idx, valid] = to_indexed_uops(st_of(st), x->op == Ops::LOAD && local ? ridxs_ : idxs_);
+    const std::vector<UOp>& idxs = ctxs_[ctx].idx;
+    auto [idx, valid] = to_indexed_uops(st_of(st), idxs);
     if (is_const) return valid.where(UOp::const_(x->dtype, ast_const(x)), UOp::const_(x->dtype, int64_t{0}));
     const UOp& buf = x->src[0];
     if (x->op == Ops::LOAD) {
       std::vector<UOp> src{buf, idx};
       if (!is_true(valid)) src.insert(src.end(), {UOp::const_(x->dtype, int64_t{0}), valid});
-      if (x->src.size() > 2) src.push_back(UOp(Ops::BARRIER, dtypes::void_, {to_uop(x->src[2])}));
+      if (x->src.size() > 2) {
+        // the local store before the barrier runs where the grouped axes are the threads again
+        Ctx c = ctxs_[ctx];
+        for (int64_t a = first_group_; a < end_group_; a++) c.idx[a] = idxs_[a], c.red[a] = UOp();
+        src.push_back(UOp(Ops::BARRIER, dtypes::void_, {to_uop(x->src[2], ctx_id(std::move(c)))}));
+      }
       return UOp(Ops::LOAD, x->dtype, src);
     }
-    // only the first thread of a group stores the grouped reduce's result
-    if (!local)
-      for (size_t i = 0; i < idxs_.size(); i++)
-        if (idxs_[i] != ridxs_[i]) valid = valid & idxs_[i].eq(iconst(0));
-    UOp val = to_uop(x->src[2]);
+    // only the first thread of a group stores the grouped reduce's result (a store along the
+    // grouped axis, a fused softmax's output, is spread over the threads instead). A row kernel's
+    // threads all store it (the same value): a gate's IF block could take in a later reduce's
+    // shuffles and barriers, or the full-shape store's loop, that every thread must run.
+    if (!local && !row_kernel_) {
+      const Shape& ss = st_of(st).shape();
+      for (int64_t a = first_group_; a < end_group_; a++)
+        if (ss[a] == 1) valid = valid & idxs[a].eq(iconst(0));
+    }
+    UOp val = to_uop(x->src[2], ctx);
     if (local && warp_reduce_) {
       const UOp& red = x->src[2];   // the partial reduce stored for the group
       TG_ASSERT(red->op == Ops::REDUCE_AXIS, "a group's local store holds a reduce, not " + red.str());
@@ -213,17 +282,22 @@ class Lowerer {
     return UOp(Ops::STORE, dtypes::void_, src);
   }
 
-  UOp lower_reduce(const UOp& x, const UOp& in) {
+  UOp lower_reduce(const UOp& x, int ctx) {
     const ReduceArg& ra = x->as<ReduceArg>();
     TG_ASSERT(ra.op == ReduceOps::SUM || ra.op == ReduceOps::MAX, "the lowerer reduces SUM and MAX, not " + to_string(ra.op));
     const BinaryOps alu_op = ra.op == ReduceOps::SUM ? BinaryOps::ADD : BinaryOps::MAX;
+    const auto& loops = reduce_loops(x);
+    Ctx c = ctxs_[ctx];
+    for (size_t i = 0; i < ra.axes.size(); i++)
+      if (loops[i].first) c.idx[ra.axes[i]] = loops[i].first, c.red[ra.axes[i]] = loops[i].second;
+    const int inner = ctx_id(c);
+    const UOp in = to_uop(x->src[0], inner);
     std::vector<UOp> src{in};
     std::vector<int64_t> contract_axis;
     for (int64_t a : ra.axes) {
-      const UOp& r = ridxs_[a];
-      if (group_ranges_[a]->op == Ops::RANGE && group_ranges_[a] != r) src.push_back(group_ranges_[a]);   // warp reduce: r = 32*range
-      else if (r->op == Ops::RANGE) src.push_back(r);
-      else for (int64_t v : r->as<std::vector<int64_t>>()) contract_axis.push_back(v);
+      const Ctx& ci = ctxs_[inner];
+      if (ci.red[a]) src.push_back(ci.red[a]);
+      else for (int64_t v : ci.idx[a]->as<std::vector<int64_t>>()) contract_axis.push_back(v);
     }
     UOp ret = in;
     if (!contract_axis.empty()) {
@@ -263,27 +337,41 @@ class Lowerer {
     return UOp(Ops::EXPAND, x->dtype, lanes, expand_arg(w->upcast_axes[2]));
   }
 
-  UOp lower(const UOp& x) {
+  UOp lower(const UOp& x, int ctx) {
     if ((x->op == Ops::LOAD || x->op == Ops::STORE || x->op == Ops::CONST) && !x->src.empty() &&
         x->src[x->op == Ops::CONST ? 0 : 1]->op == Ops::SHAPETRACKER)
-      return lower_buffer_op(x);
+      return lower_buffer_op(x, ctx);
     if (x->op == Ops::BIND) return x->src[0];
     if (x->op == Ops::DEFINE_VAR || x->op == Ops::DEFINE_GLOBAL || x->op == Ops::DEFINE_LOCAL || x->op == Ops::CONST) return x;
+    if (x->op == Ops::REDUCE_AXIS) return lower_reduce(x, ctx);
     std::vector<UOp> in;
-    for (const UOp& s : x->src) in.push_back(to_uop(s));
+    for (const UOp& s : x->src) in.push_back(to_uop(s, ctx));
     switch (x->op) {
       case Ops::SINK: return UOp(Ops::SINK, dtypes::void_, in);
-      case Ops::REDUCE_AXIS: return lower_reduce(x, in[0]);
       case Ops::WMMA: return lower_wmma(x, in);
       case Ops::ALU: case Ops::CAST: case Ops::BITCAST: return UOp(x->op, x->dtype, in, x->arg);
       default: TG_ASSERT(false, "the lowerer can't lower " + x.str());
     }
   }
 
+  // a full-shape store's loop over a reduce axis: RANGE {kOutLoopAxis + axis, 1}
+  static constexpr int64_t kOutLoopAxis = int64_t{1} << 50;
+
   const Renderer& opts_;
-  std::vector<UOp> idxs_, ridxs_, group_ranges_;
+  std::vector<UOp> idxs_;   // context 0's indexes
+  Shape full_shape_;
+  std::vector<UOp> full_sym_;
+  int64_t first_group_ = 0, end_group_ = 0;   // the grouped (GROUP/GROUPTOP) axes
   bool warp_reduce_ = false;
-  std::unordered_map<const UOpNode*, UOp> cache_;
+  bool row_kernel_ = false;   // several reduces over the same rows (see lower_buffer_op's store gate)
+  std::vector<int64_t> claims_;   // per axis: how many reduce nodes loop over it so far
+  std::vector<Ctx> ctxs_;
+  std::unordered_map<std::vector<const UOpNode*>, int, CtxKeyHash> ctx_ids_;
+  std::unordered_map<const UOpNode*, std::vector<std::pair<UOp, UOp>>> loops_;   // REDUCE_AXIS -> (index, range) per axis
+  struct KeyHash {
+    size_t operator()(const std::pair<const UOpNode*, int>& k) const { return std::hash<const void*>()(k.first) * 31 + k.second; }
+  };
+  std::unordered_map<std::pair<const UOpNode*, int>, UOp, KeyHash> cache_;
 };
 
 }  // namespace

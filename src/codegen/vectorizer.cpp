@@ -317,6 +317,18 @@ struct LoadKey {
 };
 }  // namespace
 
+// node with its sources replaced through memo (vector loads under a vector store's lanes)
+static UOp rebuild(const UOp& u, const std::unordered_map<const UOpNode*, UOp>& memo) {
+  if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
+  std::vector<UOp> src;
+  bool changed = false;
+  for (const UOp& s : u->src) {
+    src.push_back(rebuild(s, memo));
+    changed |= src.back() != s;
+  }
+  return changed ? UOp(u->op, u->dtype, src, u->arg) : u;
+}
+
 UOp vectorize_gpu_loads(const UOp& sink) {
   std::vector<UOp> nodes = sink.toposort();
   std::set<const UOpNode*> stored;   // a buffer the kernel also writes keeps its scalar loads
@@ -345,7 +357,35 @@ UOp vectorize_gpu_loads(const UOp& sink) {
       for (int64_t i = 0; i < 4; i++) repl[lanes.at(off + i).get()] = v.gep(i);
     }
   }
-  if (repl.empty()) return sink;
+  // the sink's ungated float/int stores of 4 consecutive lanes at a 16-byte boundary become one
+  // float4 store (a row kernel's full-shape output; the renderer checks the buffer's alignment)
+  std::map<LoadKey, std::map<int64_t, UOp>> sgroups;
+  std::map<LoadKey, UOp> sbases;
+  for (const UOp& s : sink->src) {
+    if (s->op != Ops::STORE || s->src.size() != 3 || s->src[0]->op != Ops::DEFINE_GLOBAL) continue;
+    if (!(s->src[2]->dtype == dtypes::float32 || s->src[2]->dtype == dtypes::int32)) continue;
+    auto [base, off] = base_offset(s->src[1]);
+    LoadKey key{s->src[0].get(), base.get()};
+    sgroups[key].emplace(off, s);
+    sbases[key] = base;
+  }
+  std::unordered_map<const UOpNode*, UOp> srepl;   // first lane -> vector store; other lanes -> null
+  for (auto& [key, lanes] : sgroups) {
+    const UOp& base = sbases[key];
+    if (base && !base.divides(4)) continue;
+    for (auto& [off, first] : lanes) {
+      if (off % 4 != 0 || srepl.count(first.get())) continue;
+      bool all = true;
+      for (int64_t i = 1; i < 4 && all; i++) all = lanes.count(off + i) > 0;
+      if (!all) continue;
+      std::vector<UOp> vals;
+      for (int64_t i = 0; i < 4; i++) vals.push_back(lanes.at(off + i)->src[2]);
+      UOp vec(Ops::VECTORIZE, first->src[2]->dtype.vec(4), vals);
+      srepl[first.get()] = UOp(Ops::STORE, dtypes::void_, {first->src[0], make_index(base, off), vec});
+      for (int64_t i = 1; i < 4; i++) srepl[lanes.at(off + i).get()] = UOp();
+    }
+  }
+  if (repl.empty() && srepl.empty()) return sink;
   std::unordered_map<const UOpNode*, UOp> memo;
   for (const UOp& u : nodes) {
     if (auto it = repl.find(u.get()); it != repl.end()) { memo[u.get()] = it->second; continue; }
@@ -355,6 +395,15 @@ UOp vectorize_gpu_loads(const UOp& sink) {
       auto it = memo.find(s.get());
       src.push_back(it != memo.end() ? it->second : s);
       changed |= src.back() != s;
+    }
+    if (u.get() == sink.get() && !srepl.empty()) {
+      std::vector<UOp> keep;
+      for (size_t i = 0; i < src.size(); i++) {
+        auto it = srepl.find(u->src[i].get());
+        if (it == srepl.end()) keep.push_back(src[i]);
+        else if (it->second) keep.push_back(rebuild(it->second, memo));
+      }
+      return UOp(Ops::SINK, u->dtype, keep, u->arg);
     }
     memo[u.get()] = changed ? UOp(u->op, u->dtype, src, u->arg) : u;
   }

@@ -160,10 +160,24 @@ struct UnfusableArange : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A row group (several reduces over the same rows in one kernel, see merge_row_groups) whose
+// reads of a reduce don't broadcast it along its own rows: the scheduler splits the group again.
+struct UnfusableRow : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The rows of a row group: every reduce in it reads full shape `full` and reduces `axis`.
+struct RowSig {
+  Shape full;
+  std::vector<int64_t> axis;
+  bool operator==(const RowSig&) const = default;
+  Shape reduced() const { return reduce_shape(full, axis); }
+};
+
 class GroupLowerer {
  public:
-  GroupLowerer(const std::vector<LB>& outs, const LBSet& realizes, bool reads_fused_arange)
-      : outs_(outs), realizes_(realizes), reads_fused_arange_(reads_fused_arange) {}
+  GroupLowerer(const std::vector<LB>& outs, const LBSet& realizes, bool reads_fused_arange, std::optional<RowSig> row = std::nullopt)
+      : outs_(outs), realizes_(realizes), reads_fused_arange_(reads_fused_arange), row_(std::move(row)) {}
 
   LBScheduleItem lower() {
     LB out = outs_[0];
@@ -201,6 +215,7 @@ class GroupLowerer {
 
  private:
   UOp lower_kernel() {
+    if (row_) return lower_row_kernel();
     for (LB o : outs_) recurse_reduceops(o, o->st);
     pad_reduces();
     for (size_t i = 0; i < outs_.size(); i++)
@@ -228,6 +243,27 @@ class GroupLowerer {
     return UOp(Ops::SINK, dtypes::void_, stores);
   }
 
+  // A row kernel: each output is stored at the full shape or the reduced one; every reduce reads its
+  // input at the full shape and is broadcast back along the rows (lazyop checks the views).
+  UOp lower_row_kernel() {
+    std::vector<UOp> stores;
+    for (size_t i = 0; i < outs_.size(); i++) {
+      LB o = outs_[i];
+      if (o->shape() != row_->full && o->shape() != row_->reduced()) throw UnfusableRow("row kernel output " + o->str());
+      ShapeTracker output_st = ShapeTracker::from_shape(o->shape());
+      UOp val = lazyop(o, output_st);
+      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(output_st), val}));
+    }
+    return UOp(Ops::SINK, dtypes::void_, stores);
+  }
+  // st reads a reduce of the row kernel as its result broadcast along the rows (or as it is)
+  bool row_view_ok(LB r, const ShapeTracker& st) const {
+    if (r->srcs[0]->shape() != row_->full || std::get<std::vector<int64_t>>(r->arg) != row_->axis) return false;
+    const ShapeTracker red = ShapeTracker::from_shape(row_->reduced());
+    if (st.shape() == row_->reduced()) return st.simplify() == red;
+    return st.shape() == row_->full && st.simplify() == red.expand(row_->full).simplify();
+  }
+
   VarBindings var_vals_;
   // kernel ASTs hold unbound trackers (one kernel per expression); the values go with the item
   UOp sst(const ShapeTracker& st) { return st_uop(st.unbind(&var_vals_)); }
@@ -235,6 +271,7 @@ class GroupLowerer {
   const std::vector<LB>& outs_;
   const LBSet& realizes_;
   const bool reads_fused_arange_;   // the group computes a fused arange (FUSE_ARANGE) in its kernel
+  const std::optional<RowSig> row_;   // a row kernel (merge_row_groups)
   // reduce_info is ordered: the last entry gives the kernel's output shape
   std::vector<std::pair<StKey, ReduceInfo>> rinfo_;
   std::unordered_map<StKey, size_t, StKeyHash> rinfo_idx_;
@@ -376,6 +413,10 @@ class GroupLowerer {
     UOp ret;
     if (buf->realized() || (realizes_.contains(buf) && !is_output(buf))) {
       ret = load_or_const(buf, st);
+    } else if (buf->is_reduce() && row_) {
+      if (st.symbolic() || !row_view_ok(buf, st)) throw UnfusableRow("row kernel reads " + buf->str() + " through " + st.str());
+      UOp rsrc = lazyop(buf->srcs[0].get(), ShapeTracker::from_shape(row_->full));
+      ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), row_->axis});
     } else if (buf->is_reduce()) {
       ReduceInfo* ri = find_rinfo(key);
       UOp rsrc = lazyop(buf->srcs[0].get(), ri ? ri->input_st : st);
@@ -412,7 +453,7 @@ class GraphScheduler {
   std::unordered_map<LB, LB> assign_targets;   // target base -> its ASSIGN
 
   explicit GraphScheduler(const std::vector<LazyBufferPtr>& outs) {
-    for (auto& x : outs) if (!x->base()->realized()) realizes_.insert(x->base().get());
+    for (auto& x : outs) if (!x->base()->realized()) realizes_.insert(x->base().get()), user_outs_.insert(x->base().get());
     for (auto& x : outs) recurse_lb(x->base().get());
     // pads that reach an unsafe op (f(0) != 0) can't be fused
     simple_pads_.each([&](LB p) {
@@ -429,6 +470,9 @@ class GraphScheduler {
 
  private:
   LBSet realizes_, allbufs_, simple_pads_, double_reduces_;
+  std::unordered_set<LB> user_outs_;          // the buffers the caller asked for
+  std::vector<LB> row_inlined_;               // realized results a row kernel computes inline (merge_row_groups)
+  std::unordered_set<LB> no_row_merge_;       // groups that failed to lower as row kernels
   std::unordered_map<LB, LBSet> children_;
   std::unordered_map<LB, LB> reduce_for_op_;
   std::vector<LB> reduce_of_const_, fused_aranges_;
@@ -468,18 +512,188 @@ class GraphScheduler {
 
   bool lower_groups() {
     prescheduled.clear();
-    for (auto& [k, g] : make_groups()) {
+    for (LB b : row_inlined_) realizes_.insert(b);   // a retry starts from the unmerged groups
+    row_inlined_.clear();
+    std::vector<std::pair<LB, std::vector<LB>>> groups = make_groups();
+    std::unordered_map<LB, RowSig> row_sigs = merge_row_groups(groups);
+    bool row_failed = false;   // every group that can't be a row kernel is found in one pass
+    for (auto& [k, g] : groups) {
       bool arange = unfuse_aranges_above(g, false);
+      auto row = row_sigs.find(k);
       try {
-        prescheduled.push_back(GroupLowerer(g, realizes_, arange).lower());
+        prescheduled.push_back(GroupLowerer(g, realizes_, arange, row == row_sigs.end() ? std::nullopt : std::optional<RowSig>(row->second)).lower());
       } catch (const UnfusableArange&) {
         TG_ASSERT(unfuse_aranges_above(g), "a group reported an unfusable arange but reads none");
         return false;
+      } catch (const UnfusableRow&) {
+        TG_ASSERT(row != row_sigs.end(), "a group that isn't a row kernel reported an unfusable row");
+        no_row_merge_.insert(k);   // lower it unmerged
+        row_failed = true;
       } catch (const Error& e) {   // a user error: name the ops that made the kernel
         throw Error(e.what() + scheduling_note(g));
       }
     }
-    return true;
+    return !row_failed;
+  }
+
+  // ---- row kernels: softmax, log_softmax, layernorm in one kernel
+
+  // What a group computes: the buffers it loads and the reduces it runs (walking down to realized buffers).
+  struct GroupReads {
+    std::vector<LB> reads, reduces;
+  };
+  GroupReads group_reads(const std::vector<LB>& outs) const {
+    GroupReads ret;
+    std::vector<LB> stack(outs.rbegin(), outs.rend());
+    std::unordered_set<LB> seen;
+    while (!stack.empty()) {
+      LB b = stack.back();
+      stack.pop_back();
+      if (!seen.insert(b).second) continue;
+      const bool out = std::find(outs.begin(), outs.end(), b) != outs.end();
+      if (b->realized() || (realizes_.contains(b) && !out)) { ret.reads.push_back(b); continue; }
+      if (b->is_reduce()) ret.reduces.push_back(b);
+      for (auto& x : b->srcs) stack.push_back(x->base().get());
+    }
+    return ret;
+  }
+  // the rows a group's reduces share; nullopt when they differ or a reduce can't join a row kernel
+  static std::optional<RowSig> row_sig(const GroupReads& gr, bool& ok) {
+    std::optional<RowSig> sig;
+    ok = true;
+    for (LB r : gr.reduces) {
+      RowSig s{r->srcs[0]->shape(), std::get<std::vector<int64_t>>(r->arg)};
+      const bool op_ok = r->op_is(ReduceOps::SUM) || r->op_is(ReduceOps::MAX);
+      if (!op_ok || r->st.symbolic() || (sig && !(*sig == s))) { ok = false; return std::nullopt; }
+      sig = s;
+    }
+    return sig;
+  }
+  static bool plain_outputs(const std::vector<LB>& g) {
+    return std::none_of(g.begin(), g.end(), [](LB b) { return std::holds_alternative<MetaOps>(b->op) && !b->op_is(MetaOps::CONTIGUOUS); });
+  }
+
+  // A reduce's kernel whose result another kernel reads broadcast along the same rows (softmax:
+  // max -> sum of exp -> normalize) joins that kernel: it loops over each row once per reduce
+  // (from cache) and once for the output, instead of a kernel and a trip to memory per reduce.
+  // Its result stays an output only when a kernel outside reads it. Only rows up to ROW_FUSE_MAX
+  // (65536) elements join, so a row stays in cache (CPU) and fits a block of threads (GPU).
+  std::unordered_map<LB, RowSig> merge_row_groups(std::vector<std::pair<LB, std::vector<LB>>>& groups) {
+    std::unordered_map<LB, RowSig> sigs;
+    if (!getenv("FUSE_ROWS", 1)) return sigs;
+    const int64_t row_max = getenv("ROW_FUSE_MAX", 65536);
+    std::unordered_map<LB, size_t> group_of;   // output -> group index
+    for (size_t i = 0; i < groups.size(); i++) for (LB o : groups[i].second) group_of[o] = i;
+    std::vector<char> dead(groups.size(), 0);
+    // what each group reads and its rows, recomputed only for a group that took in another
+    std::vector<std::optional<std::pair<GroupReads, std::pair<bool, std::optional<RowSig>>>>> info(groups.size());
+    auto get = [&](size_t i) -> const std::pair<GroupReads, std::pair<bool, std::optional<RowSig>>>& {
+      if (!info[i]) {
+        GroupReads gr = group_reads(groups[i].second);
+        bool ok = true;
+        std::optional<RowSig> sig = row_sig(gr, ok);
+        info[i].emplace(std::move(gr), std::make_pair(ok, sig));
+      }
+      return *info[i];
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t b = 0; b < groups.size(); b++) {
+        if (dead[b] || no_row_merge_.count(groups[b].first) || !plain_outputs(groups[b].second)) continue;
+        const GroupReads gb = get(b).first;
+        bool ok_b = get(b).second.first;
+        std::optional<RowSig> sig_b = get(b).second.second;
+        if (!ok_b || std::any_of(groups[b].second.begin(), groups[b].second.end(), [&](LB o) { return o->st.symbolic(); })) continue;
+        for (LB rd : gb.reads) {
+          auto ga = group_of.find(rd);
+          if (ga == group_of.end() || ga->second == b || dead[ga->second]) continue;
+          const size_t a = ga->second;
+          if (!plain_outputs(groups[a].second)) continue;
+          const bool ok_a = get(a).second.first;
+          const std::optional<RowSig> sig_a = get(a).second.second;
+          if (!ok_a || !sig_a || (sig_b && !(*sig_a == *sig_b))) continue;
+          int64_t row = 1;
+          for (int64_t x : sig_a->axis) row *= sig_a->full[x];
+          if (row > row_max || row <= 1) continue;
+          // every output of either is the full or the reduced shape of the rows
+          auto fits = [&](const std::vector<LB>& g) {
+            return std::all_of(g.begin(), g.end(), [&](LB o) { return o->shape() == sig_a->full || o->shape() == sig_a->reduced(); });
+          };
+          if (!fits(groups[a].second) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of, gb)) continue;
+          for (LB o : groups[a].second) groups[b].second.push_back(o), group_of[o] = b;
+          info[b].reset();
+          groups[a].second.clear();
+          dead[a] = 1;
+          sigs[groups[b].first] = *sig_a;
+          sigs.erase(groups[a].first);
+          changed = true;
+          break;
+        }
+      }
+    }
+    std::vector<std::pair<LB, std::vector<LB>>> kept;
+    for (size_t i = 0; i < groups.size(); i++) if (!dead[i]) kept.push_back(std::move(groups[i]));
+    groups = std::move(kept);
+    // a merged-in result no other kernel reads is computed in the row kernel only, not stored
+    std::unordered_map<LB, size_t> readers;
+    for (auto& [k, g] : groups)
+      for (LB r : group_reads(g).reads) readers[r]++;
+    for (auto& [k, g] : groups) {
+      if (!sigs.count(k)) continue;
+      std::vector<LB> keep;
+      for (LB o : g) {
+        const bool needed = o == g[0] || o->forced_realize || user_outs_.count(o) || readers.count(o) || !children_.count(o);
+        if (needed) keep.push_back(o);
+        else realizes_.erase(o), row_inlined_.push_back(o);
+      }
+      g = std::move(keep);
+    }
+    return sigs;
+  }
+
+  // the longest path from a realized buffer up to b (memoized, iterative: graphs can be deep)
+  mutable std::unordered_map<LB, int64_t> depth_;
+  int64_t depth(LB root) const {
+    if (auto it = depth_.find(root); it != depth_.end()) return it->second;
+    std::vector<std::pair<LB, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [x, i] = stack.back();
+      if (x->realized()) { depth_[x] = 0; stack.pop_back(); continue; }
+      if (i < x->srcs.size()) {
+        LB s = x->srcs[i++]->base().get();
+        if (!depth_.count(s)) stack.emplace_back(s, 0);
+        continue;
+      }
+      int64_t d = 0;
+      for (auto& src : x->srcs) d = std::max(d, depth_.at(src->base().get()) + 1);
+      depth_[x] = d;
+      stack.pop_back();
+    }
+    return depth_.at(root);
+  }
+
+  // whether group b reads group a's outputs through another kernel too (merging them would be a cycle)
+  bool reaches_other_way(const std::vector<std::pair<LB, std::vector<LB>>>& groups, size_t a, size_t b,
+                         const std::unordered_map<LB, size_t>& group_of, const GroupReads& gb) const {
+    (void)b;
+    // a path up from b to a only passes buffers deeper than a's outputs
+    int64_t min_depth = INT64_MAX;
+    for (LB o : groups[a].second) min_depth = std::min(min_depth, depth(o));
+    std::vector<LB> stack;
+    for (LB r : gb.reads) {
+      auto it = group_of.find(r);
+      if (it != group_of.end() && it->second != a) stack.push_back(r);
+    }
+    std::unordered_set<LB> seen;
+    while (!stack.empty()) {
+      LB x = stack.back();
+      stack.pop_back();
+      if (x->realized() || depth(x) < min_depth || !seen.insert(x).second) continue;
+      auto it = group_of.find(x);
+      if (it != group_of.end() && it->second == a) return true;
+      for (auto& s : x->srcs) stack.push_back(s->base().get());
+    }
+    return false;
   }
 
   // realize the fused aranges a group reads (only look when !unfuse); false when it reads none

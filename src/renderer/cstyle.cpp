@@ -456,6 +456,18 @@ std::string CUDARenderer::render_load(DType out, const std::string& buf, DType b
   return "((((unsigned long long)" + buf + ")&15)==0?*((" + t + "*)(" + buf + "+" + idx + ")):make_" + t + "(" + join(lanes, ",") + "))";
 }
 
+std::string CUDARenderer::render_store(const std::string& buf, DType buf_dtype, const std::string& var, DType var_dtype,
+                                       const std::string& idx, bool local) const {
+  const DType sc = var_dtype.scalar();
+  if (var_dtype.count != 4 || local || !(sc == dtypes::float32 || sc == dtypes::int32))
+    return CStyleLanguage::render_store(buf, buf_dtype, var, var_dtype, idx, local);
+  const std::string t = render_dtype(var_dtype);
+  std::string lanes;
+  for (int i = 0; i < 4; i++) lanes += " " + buf + "[" + idx + (i ? "+" + std::to_string(i) : "") + "] = v_." + "xyzw"[i] + ";";
+  return "{ " + t + " v_ = " + var + "; if ((((unsigned long long)" + buf + ")&15)==0) *((" + t + "*)(" + buf + "+" + idx +
+         ")) = v_; else {" + lanes + " } }";
+}
+
 CUDARenderer::CUDARenderer(const std::string& arch) {
   device = "CUDA";
   global_max = {2147483647, 65535, 65535};

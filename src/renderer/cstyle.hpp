@@ -84,6 +84,9 @@ class CUDARenderer : public CStyleLanguage {
   std::string get_kernel_modifier(const std::vector<UOp>& uops) const override;
   // a 16-byte global load checks the buffer's alignment (a view may start anywhere) and falls back to lanes
   std::string render_load(DType out, const std::string& buf, DType buf_dtype, const std::string& idx, bool local) const override;
+  // a 16-byte global store likewise: one vector store when aligned, else its lanes
+  std::string render_store(const std::string& buf, DType buf_dtype, const std::string& var, DType var_dtype, const std::string& idx,
+                           bool local) const override;
 };
 
 // A RANGE marked for thread-parallel execution on the CPU (arg {axis, is_reduce, 1}).

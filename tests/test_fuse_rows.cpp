@@ -1,0 +1,308 @@
+// Row kernels (schedule.cpp merge_row_groups, lowerer contexts): softmax, log_softmax, layernorm and
+// cross-entropy run their reduces over the same rows in one kernel. Kernel counts, values against the
+// unfused schedule (FUSE_ROWS=0) for odd, 1-length, strided and permuted inputs, keepdim, several
+// outputs and gradients, the loop structure of the C and CUDA code, and the guards that keep a
+// reduce unfused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "engine/schedule.hpp"
+#include "renderer/cstyle.hpp"
+#include "runtime/device.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+Tensor rnd(const Shape& shape, uint32_t seed, float lo = -3, float hi = 3) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(prod(shape));
+  for (auto& x : v) x = u(g);
+  return Tensor::from<float>(v, shape, Opts{dtypes::float32, "CPU", false});
+}
+
+size_t kernels(const std::vector<Tensor>& outs) {
+  size_t n = 0;
+  for (const ScheduleItem& si : outs[0].schedule(std::vector<Tensor>(outs.begin() + 1, outs.end()))) n += si.kind == MetaOps::KERNEL;
+  return n;
+}
+size_t kernels(const Tensor& t) { return kernels(std::vector<Tensor>{t}); }
+
+// the most reduces any one kernel of the schedule has
+size_t max_reduces_per_kernel(const Tensor& t) {
+  size_t m = 0;
+  for (const ScheduleItem& si : t.schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    size_t n = 0;
+    for (const UOp& u : Access::uop(si.ast).toposort()) n += u->op == Ops::REDUCE_AXIS;
+    m = std::max(m, n);
+  }
+  return m;
+}
+
+using Fn = std::function<std::vector<Tensor>(const Tensor&)>;
+// fn's outputs with row kernels and without (FUSE_ROWS=0), on fresh copies of the same data
+void expect_same_unfused(const Tensor& x, const Fn& fn, double tol, const std::string& what) {
+  std::vector<float> h = x.contiguous().tolist<float>();
+  auto run = [&](int fuse) {
+    Context c{{"FUSE_ROWS", fuse}};
+    Tensor xi = Tensor::from<float>(h, x.shape(), Opts{dtypes::float32, "CPU", false});
+    std::vector<std::vector<float>> r;
+    for (Tensor& t : fn(xi)) r.push_back(t.cast(dtypes::float32).tolist<float>());
+    return r;
+  };
+  auto fused = run(1), plain = run(0);
+  ASSERT_EQ(fused.size(), plain.size());
+  for (size_t o = 0; o < fused.size(); o++) {
+    ASSERT_EQ(fused[o].size(), plain[o].size()) << what;
+    for (size_t i = 0; i < fused[o].size(); i++)
+      ASSERT_NEAR(fused[o][i], plain[o][i], tol * std::max(1.0f, std::fabs(plain[o][i]))) << what << " output " << o << " at " << i;
+  }
+}
+
+Tensor labels(int64_t rows, int64_t classes) {
+  std::vector<int32_t> l(rows);
+  for (int64_t i = 0; i < rows; i++) l[i] = static_cast<int32_t>((i * 7 + 3) % classes);
+  return Tensor::from<int32_t>(l, {rows}, Opts{dtypes::int32, "CPU", false});
+}
+
+}  // namespace
+
+TEST(FuseRows, KernelCounts) {
+  Tensor x = Tensor::empty({64, 1000}, Opts{dtypes::float32, "CPU", false});
+  EXPECT_EQ(kernels(x.softmax(-1)), 1u);
+  EXPECT_EQ(kernels(x.log_softmax(-1)), 1u);
+  EXPECT_EQ(kernels(x.layernorm(-1)), 1u);
+  EXPECT_EQ(kernels(x.softmax(0)), 1u);
+  EXPECT_EQ(max_reduces_per_kernel(x.softmax(-1)), 2u);
+  EXPECT_EQ(max_reduces_per_kernel(x.layernorm(-1)), 2u);
+  Tensor w = Tensor::empty({1000}, Opts{dtypes::float32, "CPU", false});
+  EXPECT_EQ(kernels(x.layernorm(-1) * w + w), 1u);
+  // cross-entropy: the row max joins the log-sum-exp kernel (one kernel fewer); the loss's sum over
+  // everything, its label mask and arange compare keep their own kernels
+  const size_t ce = kernels(x.sparse_categorical_crossentropy(labels(64, 1000)));
+  Context off{{"FUSE_ROWS", 0}};
+  EXPECT_EQ(kernels(x.softmax(-1)), 3u);
+  EXPECT_EQ(ce + 1, kernels(x.sparse_categorical_crossentropy(labels(64, 1000))));
+}
+
+// guards: a row longer than ROW_FUSE_MAX, and reduces over other axes, keep the unfused kernels
+TEST(FuseRows, Guards) {
+  auto count = [](const std::function<Tensor(const Tensor&)>& f, int64_t fuse) {
+    Context c{{"FUSE_ROWS", fuse}};
+    return kernels(f(Tensor::empty({64, 1000}, Opts{dtypes::float32, "CPU", false})));
+  };
+  {
+    Context c{{"ROW_FUSE_MAX", 512}};
+    EXPECT_EQ(count([](const Tensor& x) { return x.softmax(-1); }, 1), 3u);
+  }
+  // a reduce over all of it, or over the other axis, reads the row max broadcast along rows it doesn't reduce
+  for (auto f : std::vector<std::function<Tensor(const Tensor&)>>{[](const Tensor& x) { return (x - x.max(-1, true)).sum(); },
+                                                                  [](const Tensor& x) { return (x - x.max(1, true)).sum(0); },
+                                                                  [](const Tensor& x) { return x.max(1, true).sum(0) + x.max(0, true).sum(1); }})
+    EXPECT_EQ(count(f, 1), count(f, 0));
+}
+
+// host references along one axis of a row-major tensor: (outer, n, inner) around the axis
+enum class RowOp { softmax, log_softmax, layernorm };
+std::vector<float> host_rows(const std::vector<float>& x, const Shape& s, int axis, RowOp op) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; i++) outer *= s[i];
+  for (size_t i = axis + 1; i < s.size(); i++) inner *= s[i];
+  const int64_t n = s[axis];
+  std::vector<float> out(x.size());
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      auto at = [&](int64_t j) { return (o * n + j) * inner + in; };
+      double mx = -INFINITY, sum = 0, mean = 0, var = 0;
+      for (int64_t j = 0; j < n; j++) mx = std::max(mx, double(x[at(j)])), mean += x[at(j)] / double(n);
+      for (int64_t j = 0; j < n; j++) sum += std::exp(x[at(j)] - mx), var += (x[at(j)] - mean) * (x[at(j)] - mean) / double(n);
+      for (int64_t j = 0; j < n; j++) {
+        const double v = x[at(j)];
+        out[at(j)] = static_cast<float>(op == RowOp::softmax       ? std::exp(v - mx) / sum
+                                        : op == RowOp::log_softmax ? v - mx - std::log(sum)
+                                                                   : (v - mean) / std::sqrt(var + 1e-5));
+      }
+    }
+  return out;
+}
+
+TEST(FuseRows, ValuesMatchHost) {
+  const std::vector<std::pair<Shape, int>> cases{{{33, 257}, 1}, {{33, 257}, 0}, {{3, 1}, 1}, {{2, 3, 5}, 1}, {{4, 1000}, 1}};
+  for (auto& [s, axis] : cases) {
+    Tensor x = rnd(s, static_cast<uint32_t>(prod(s)));
+    const std::vector<float> h = x.tolist<float>();
+    const std::string w = to_str(s) + " axis " + std::to_string(axis);
+    std::vector<std::pair<RowOp, Tensor>> outs{{RowOp::softmax, x.softmax(axis)}, {RowOp::log_softmax, x.log_softmax(axis)},
+                                               {RowOp::layernorm, x.layernorm(axis)}};
+    for (auto& [op, t] : outs) {
+      if (s[axis] > 1) EXPECT_EQ(kernels(t), 1u) << w;
+      const std::vector<float> got = t.tolist<float>(), want = host_rows(h, s, axis, op);
+      for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], want[i], 2e-5 * std::max(1.0f, std::fabs(want[i]))) << w << " op " << int(op) << " at " << i;
+    }
+  }
+}
+
+// strided (transposed, sliced, flipped) inputs, several outputs of one graph, keepdim results
+TEST(FuseRows, StridedInputsAndSeveralOutputs) {
+  Tensor x = rnd({40, 24}, 5);
+  expect_same_unfused(x, [](const Tensor& t) { return std::vector<Tensor>{t.transpose().softmax(-1)}; }, 1e-5, "transposed");
+  expect_same_unfused(x, [](const Tensor& t) { return std::vector<Tensor>{t.shrink(std::vector<std::pair<int64_t, int64_t>>{{3, 30}, {2, 21}}).log_softmax(-1)}; }, 1e-5, "shrunk");
+  expect_same_unfused(x, [](const Tensor& t) { return std::vector<Tensor>{t.flip(1).layernorm(-1)}; }, 1e-4, "flipped");
+  expect_same_unfused(x, [](const Tensor& t) {
+    Tensor m = t.max(-1, true), e = (t - m).exp(), s = e.sum(-1, true);
+    return std::vector<Tensor>{e / s, m, s, t.mean(-1, true)};
+  }, 1e-5, "outputs softmax, max, sum, mean");
+  Tensor y = rnd({40, 24}, 6);
+  expect_same_unfused(x, [&](const Tensor& t) { return std::vector<Tensor>{(t * 2).softmax(-1) + t.layernorm(-1)}; }, 1e-4, "two families");
+  std::vector<Tensor> outs{x.softmax(-1), x.max(-1, true)};
+  EXPECT_LE(kernels(outs), 2u);
+}
+
+TEST(FuseRows, CrossEntropyAndGradients) {
+  for (const Shape& s : std::vector<Shape>{{8, 10}, {31, 129}}) {
+    Tensor x = rnd(s, static_cast<uint32_t>(prod(s) + 1));
+    Tensor y = labels(s[0], s[1]);
+    expect_same_unfused(x, [&](const Tensor& t) {
+      Tensor p = Tensor(t).requires_grad_(true);
+      Tensor loss = p.sparse_categorical_crossentropy(y);
+      loss.backward();
+      return std::vector<Tensor>{loss, p.grad().value()};
+    }, 1e-5, "CE grad " + to_str(s));
+    if (s[0] < 31) continue;   // the gradients on the larger shape only (each compiles a handful of kernels)
+    expect_same_unfused(x, [&](const Tensor& t) {
+      Tensor p = Tensor(t).requires_grad_(true);
+      Tensor w = rnd(s, 9);
+      (p.softmax(-1) * w).sum().backward();
+      return std::vector<Tensor>{p.grad().value()};
+    }, 1e-5, "softmax grad " + to_str(s));
+    expect_same_unfused(x, [&](const Tensor& t) {
+      Tensor p = Tensor(t).requires_grad_(true);
+      Tensor w = rnd(s, 10);
+      (p.layernorm(-1) * w).sum().backward();
+      return std::vector<Tensor>{p.grad().value()};
+    }, 1e-4, "layernorm grad " + to_str(s));
+  }
+}
+
+// The C a row kernel renders to: one loop over rows with the reduces' loops and the store's loop
+// inside it, one after another (not nested), and vector lanes along the row.
+TEST(FuseRows, CpuLoopStructure) {
+  Tensor x = Tensor::empty({256, 1024}, Opts{dtypes::float32, "CPU", false});
+  std::vector<ScheduleItem> s = x.softmax(-1).schedule();
+  std::erase_if(s, [](const ScheduleItem& si) { return si.kind != MetaOps::KERNEL; });
+  ASSERT_EQ(s.size(), 1u);
+  ClangRenderer ren;
+  Kernel k(Access::uop(s[0].ast), ren);
+  k.hand_coded_optimizations();
+  const std::vector<UOp>& uops = k.linearize();
+  int depth = 0, max_depth = 0, loops = 0;
+  for (const UOp& u : uops) {
+    if (u->op == Ops::RANGE) loops++, max_depth = std::max(max_depth, ++depth);
+    if (u->op == Ops::ENDRANGE) depth--;
+  }
+  EXPECT_EQ(loops, 4) << "rows, max, sum, store";
+  EXPECT_EQ(max_depth, 2) << "the row loops sit side by side inside the loop over rows";
+  bool vector_store = false;
+  for (const UOp& u : uops) vector_store |= u->op == Ops::STORE && u->src[2]->dtype.count > 1;
+  EXPECT_TRUE(vector_store) << "the normalized row is stored as vectors";
+}
+
+// No GPU needed: the fused long-row softmax for CUDA is one kernel, a block per row, each reduce a
+// block reduction (warp shuffles, then shared memory) whose result every thread reads for the store.
+TEST(FuseRows, CudaLongRowSoftmaxRendersOneBlockPerRow) {
+  CUDARenderer ren("sm_90");
+  for (const Shape& s : std::vector<Shape>{{4096, 32000}, {8192, 8192}, {8192, 1024}}) {
+    Tensor x = Tensor::empty(s, Opts{dtypes::float32, "CPU", false});
+    for (bool ln : {false, true}) {
+      std::vector<ScheduleItem> sched = (ln ? x.layernorm(-1) : x.softmax(-1)).schedule();
+      std::erase_if(sched, [](const ScheduleItem& si) { return si.kind != MetaOps::KERNEL; });
+      ASSERT_EQ(sched.size(), 1u) << to_str(s);
+      Kernel k(Access::uop(sched[0].ast), ren);
+      k.hand_coded_optimizations();
+      RenderedProgram p = k.to_program();
+      EXPECT_NE(p.src.find("__shared__ float temp1"), std::string::npos) << p.src;
+      EXPECT_NE(p.src.find("__shared__ float temp2"), std::string::npos) << p.src;
+      EXPECT_NE(p.src.find("__shfl_xor_sync(0xffffffffu"), std::string::npos) << p.src;
+      EXPECT_NE(p.src.find("__syncthreads();"), std::string::npos) << p.src;
+      EXPECT_EQ(p.global_size[0], s[0]) << "a block per row";
+      EXPECT_GE(p.local_size[0], 64) << "threads share each row";
+      if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
+    }
+  }
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+}
+
+// On a GPU (skipped without one): row kernels on CUDA against the CPU, forward and gradients, rows
+// that take the block path (long), the thread-per-row path (short) and odd lengths.
+TEST(FuseRows, CudaMatchesCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA here";
+  for (const Shape& s : std::vector<Shape>{{64, 4096}, {31, 129}, {256, 1000}, {8, 32000}}) {
+    Tensor xc = rnd(s, static_cast<uint32_t>(prod(s) + 3));
+    Tensor w = rnd(s, 11);
+    Tensor y = labels(s[0], s[1]);
+    auto run = [&](const std::string& dev) {
+      std::vector<std::vector<float>> r;
+      Tensor x = xc.to(dev).realize(), wd = w.to(dev).realize(), yd = y.to(dev).realize();
+      for (int f = 0; f < 3; f++) {
+        Tensor p = Tensor(x).requires_grad_(true);
+        Tensor out = f == 0 ? p.softmax(-1) : f == 1 ? p.layernorm(-1) : p.log_softmax(-1);
+        Tensor loss = f == 2 ? p.sparse_categorical_crossentropy(yd) : (out * wd).sum();
+        loss.backward();
+        r.push_back(out.to("CPU").tolist<float>());
+        r.push_back(p.grad()->to("CPU").tolist<float>());
+        r.push_back(loss.to("CPU").reshape({1}).tolist<float>());
+      }
+      return r;
+    };
+    auto c = run("CPU"), g = run("CUDA");
+    ASSERT_EQ(c.size(), g.size());
+    for (size_t o = 0; o < c.size(); o++)
+      for (size_t i = 0; i < c[o].size(); i++)
+        ASSERT_NEAR(g[o][i], c[o][i], 2e-4 * std::max(1.0f, std::fabs(c[o][i]))) << to_str(s) << " output " << o << " at " << i;
+  }
+}
+
+// No GPU needed: a row kernel storing per-row results (cross-entropy's max and log-sum-exp) must not
+// put a later reduce's warp shuffles or barrier under a thread gate (`if (lidx0 == 0)`): only some
+// threads would reach them and the block hangs (it did on an H100).
+TEST(FuseRows, CudaRowKernelHasNoBarrierUnderAGate) {
+  CUDARenderer ren("sm_90");
+  Tensor x = Tensor::empty({8192, 32000}, Opts{dtypes::float32, "CPU", false});
+  Tensor y = Tensor::empty({8192}, Opts{dtypes::int32, "CPU", false});
+  int row_kernels = 0;
+  for (const ScheduleItem& si : x.sparse_categorical_crossentropy(y).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    k.hand_coded_optimizations();
+    RenderedProgram p = k.to_program();
+    row_kernels += k.row_kernel();
+    // walk the source's blocks: an `if (` opens a gated block until its brace closes
+    std::vector<bool> gated{false};
+    size_t line_start = 0;
+    while (line_start < p.src.size()) {
+      size_t end = p.src.find('\n', line_start);
+      if (end == std::string::npos) end = p.src.size();
+      const std::string line = p.src.substr(line_start, end - line_start);
+      const bool in_gate = std::find(gated.begin(), gated.end(), true) != gated.end();
+      if (in_gate) {
+        EXPECT_EQ(line.find("__syncthreads"), std::string::npos) << p.src;
+        EXPECT_EQ(line.find("__shfl_xor_sync"), std::string::npos) << p.src;
+      }
+      for (char c : line) {
+        if (c == '{') gated.push_back(line.find("if (") != std::string::npos);
+        if (c == '}' && gated.size() > 1) gated.pop_back();
+      }
+      line_start = end + 1;
+    }
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
+  }
+  EXPECT_EQ(row_kernels, 1) << "the max and log-sum-exp kernel";
+}
