@@ -125,3 +125,34 @@ TEST(SymbolicJit, KVCacheAttentionStep) {
   EXPECT_EQ(method_cache_size(), before);
   EXPECT_GT(compiled_after_capture, 0u);
 }
+
+// mean and var divide by the count of the reduced elements: over a symbolic axis that count is
+// the Variable, so a replay with a new value must divide by the new value, not the captured one
+TEST(SymbolicJit, MeanVarOverSymbolicAxis) {
+  TinyJit jf([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].mean(1), in[0].var(1), in[0].mean(), in[0].std(1, false, 0)};
+  });
+  Variable v("i", 1, 10);
+  for (int64_t i = 2; i < 10; i++) {
+    Tensor a = Tensor::rand({3, i}).realize();
+    auto out = jf({a.reshape({3, v.bind(i)})});
+    expect_close(vals(out[0]), vals(a.mean(1)));
+    expect_close(vals(out[1]), vals(a.var(1)));
+    expect_close(vals(out[2]), vals(a.mean()));
+    expect_close(vals(out[3]), vals(a.std(1, false, 0)));
+  }
+  EXPECT_GT(jf.captured_kernels(), 0u);
+}
+
+// a causal mask over a symbolic key length: built from the Variable, not the captured length
+TEST(SymbolicJit, CausalAttention) {
+  TinyJit jf([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].scaled_dot_product_attention(in[1], in[2], std::nullopt, 0.0, true)};
+  });
+  Variable v("i", 1, 12);
+  for (int64_t i = 2; i < 8; i++) {
+    Tensor q = Tensor::rand({2, 3, 4, 8}).realize(), k = Tensor::rand({2, 3, i, 8}).realize(), w = Tensor::rand({2, 3, i, 8}).realize();
+    auto out = jf({q, k.reshape({2, 3, v.bind(i), 8}), w.reshape({2, 3, v.bind(i), 8})});
+    expect_close(vals(out[0]), vals(q.scaled_dot_product_attention(k, w, std::nullopt, 0.0, true)), 1e-5f);
+  }
+}

@@ -60,8 +60,13 @@ Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& val
                 to_str(value.shape()) + " need at least 2 dims (..., seq, dim)");
   if (key.shape().back() != shape().back())
     throw Error("scaled_dot_product_attention: query " + to_str(shape()) + " and key " + to_str(key.shape()) + " differ in the last dim");
-  int64_t lq = shape()[ndim() - 2], lk = key.shape()[key.ndim() - 2];
-  if (is_causal) attn_mask = Tensor::ones({lq, lk}, Opts{{}, device(), false}).tril(0).cast(dtypes::bool_);
+  if (is_causal) {
+    sint lq = sym_shape()[ndim() - 2], lk = key.sym_shape()[key.ndim() - 2];
+    if (lq.is_const() && lk.is_const())
+      attn_mask = Tensor::ones({lq.const_value(), lk.const_value()}, Opts{{}, device(), false}).tril(0).cast(dtypes::bool_);
+    else   // a symbolic key length: the mask follows the Variable (one kernel for every length)
+      attn_mask = detail::tril_mask_sym(lq, lk, 0, device());
+  }
   if (attn_mask && attn_mask->dtype() == dtypes::bool_) attn_mask = (*attn_mask == 0).where(-INFINITY, 0);
   DType acc = least_upper_dtype({dtype(), key.dtype(), dtypes::float32});
   Tensor qk = matmul(key.transpose(-2, -1), false, acc) / std::sqrt(static_cast<double>(shape().back()));

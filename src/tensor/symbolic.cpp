@@ -109,6 +109,19 @@ Tensor Tensor::arange_sym(const sint& stop, Opts opts) {
 
 namespace detail {
 
+Tensor sint_tensor(const sint& v, DType dtype, const std::string& device) {
+  std::string dev = resolve_device(device);
+  if (v.is_const()) return Tensor::full({}, static_cast<double>(v.const_value()), Opts{dtype, dev, false});
+  check_bound({v}, "sint_tensor");
+  return Access::from_lazydata(LazyBuffer::metaop(MetaOps::CONST, {}, dtype, dev, v), false);
+}
+
+Tensor tril_mask_sym(const sint& r, const sint& c, int64_t diagonal, const std::string& device) {
+  Opts o{dtypes::int32, device, false};
+  Tensor rows = Tensor::arange_sym(r, o).reshape_sym({r, sint(1)}), cols = Tensor::arange_sym(c, o).reshape_sym({sint(1), c});
+  return cols.expand_sym({r, c}) <= (rows + diagonal).expand_sym({r, c});
+}
+
 // _broadcasted with symbolic dims: a symbolic dim matches only the same expression; 1 expands to it
 std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const char* op) {
   std::vector<sint> xs = x.sym_shape(), ys = y.sym_shape();

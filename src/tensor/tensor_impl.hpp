@@ -44,6 +44,10 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, const char* op = "expan
 std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const char* op);
 Tensor cat_sym(const std::vector<Tensor>& ts, int d);
 Tensor dot_sym(const Tensor& a, const Tensor& w, std::optional<DType> acc_dtype);
+// a 0-d tensor holding a sint (tinygrad's Tensor.from_node): kernels read its Variables' values
+Tensor sint_tensor(const sint& v, DType dtype, const std::string& device);
+// the causal mask tril(ones(r, c)) as bools (j <= i + diagonal) when r or c is symbolic
+Tensor tril_mask_sym(const sint& r, const sint& c, int64_t diagonal, const std::string& device);
 std::vector<int64_t> make_pair(const Shape& v, size_t n, const char* op, const char* what);
 // tinygrad's _pool: (..., *spatial) -> (..., *out, *kernel)
 Tensor pool(const Tensor& x, const Shape& k, const Shape& stride, const Shape& dilation, const char* op);
