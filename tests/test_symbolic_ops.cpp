@@ -218,3 +218,49 @@ TEST(SymbolicShapeTracker, UnbindAndBind) {
   EXPECT_EQ(u.max_size(), 30);
   EXPECT_EQ(u, ShapeTracker::from_sym_shape({sint(3), sint(v.bind(9))}).unbind());
 }
+
+// shape() has no int value for a symbolic dim: it throws, naming the op that asked and sym_shape()
+TEST(SymbolicOps, ShapeOfSymbolicTensorThrows) {
+  Variable v("i", 1, 10);
+  Tensor s = Tensor::rand({3, 4}).reshape({3, v.bind(4)});
+  try {
+    (void)s.shape();
+    FAIL() << "shape() of a symbolic tensor must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sym_shape()"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(3, i)"), std::string::npos) << e.what();
+  }
+  try {   // an op that needs concrete dims names itself
+    (void)s.cumsum(1);
+    FAIL() << "cumsum over a symbolic dim must throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cumsum:", 0), 0u) << e.what();
+  }
+  // a symbolic offset with concrete dims (a KV-cache slot) has a shape
+  Tensor slot = Tensor::rand({4, 5}).shrink({{sint(0), sint(4)}, {sint(v.bind(2)), v.bind(2) + 1}});
+  EXPECT_TRUE(slot.is_symbolic());
+  EXPECT_EQ(slot.shape(), (Shape{4, 1}));
+  EXPECT_EQ(s.ndim(), 2);
+  EXPECT_EQ(s.numel(), 12);
+}
+
+// a value outside the Variable's range, or a dim bound to 0
+TEST(SymbolicOps, BoundValueErrors) {
+  Variable v("i", 1, 10);
+  try {
+    (void)v.bind(0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[1, 10]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(v.bind(11), Error);
+  // a Variable whose range holds 0: a dim bound to 0 gives an empty tensor, and the kernels run no iterations
+  Variable z("n", 0, 8);
+  for (int64_t n : {0, 3, 0}) {
+    Tensor a = Tensor::ones({2, n});
+    Tensor s = a.reshape({2, z.bind(n)});
+    EXPECT_EQ(s.sym_shape()[1].value(), n);
+    EXPECT_EQ(vals(s.sum(1)), (std::vector<float>{static_cast<float>(n), static_cast<float>(n)}));
+    EXPECT_EQ(vals(s + 1).size(), static_cast<size_t>(2 * n));
+  }
+}

@@ -104,6 +104,11 @@ std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& buf
   for (const std::string& v : p.vars) {
     auto it = var_vals.find(v);
     if (it == var_vals.end()) throw Error("kernel " + p.function_name + " needs a value for variable '" + v + "'; bind it before realizing");
+    // its buffers hold the variable's max: a value outside the compiled range would read past them
+    if (size_t i = vals.size(); i < p.var_ranges.size() && (it->second < p.var_ranges[i].first || it->second > p.var_ranges[i].second))
+      throw Error("kernel " + p.function_name + ": variable '" + v + "' = " + std::to_string(it->second) + " is outside the range [" +
+                  std::to_string(p.var_ranges[i].first) + ", " + std::to_string(p.var_ranges[i].second) +
+                  "] it was compiled for; use the same Variable (name and range) on every call");
     vals.push_back(static_cast<int>(it->second));
   }
   TG_ASSERT(static_cast<int>(ptrs.size()) >= p.n_bufs, "kernel " + p.function_name + " needs " + std::to_string(p.n_bufs) + " buffers");

@@ -153,7 +153,10 @@ RenderedProgram to_program(const Renderer& r, const std::string& name, const std
   int n_parallel = 0;
   for (const UOp& u : uops) {
     switch (u->op) {
-      case Ops::DEFINE_VAR: p.vars.push_back(u->as<std::string>()); break;
+      case Ops::DEFINE_VAR:
+        p.vars.push_back(u->as<std::string>());
+        p.var_ranges.emplace_back(const_to_int(u->src.at(0).const_value()), const_to_int(u->src.at(1).const_value()));
+        break;
       case Ops::DEFINE_GLOBAL: p.n_bufs = std::max<int>(p.n_bufs, static_cast<int>(u->as<int64_t>()) + 1); break;
       case Ops::STORE: {
         std::unordered_set<const UOpNode*> parents;

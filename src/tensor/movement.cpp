@@ -185,6 +185,8 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
   if (ts.empty()) throw Error("cat: needs at least one tensor");
   const Tensor& first = ts[0];
   int d = resolve_existing_dim(first, dim, "cat");
+  for (const Tensor& t : ts)
+    if (detail::sym_dims(t)) return detail::cat_sym(ts, d);
   for (const Tensor& t : ts) {
     bool ok = t.ndim() == first.ndim();
     for (int i = 0; ok && i < first.ndim(); i++) ok = i == d || t.shape()[i] == first.shape()[i];
@@ -192,8 +194,6 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
       throw Error("cat: shapes " + to_str(first.shape()) + " and " + to_str(t.shape()) + " must match in every dim but dim " +
                   std::to_string(d));
   }
-  for (const Tensor& t : ts)
-    if (t.is_symbolic()) return detail::cat_sym(ts, d);
   int64_t total = 0;
   for (const Tensor& t : ts) total += t.shape()[d];
   std::optional<Tensor> ret;

@@ -29,7 +29,7 @@ Tensor reduce(const Tensor& t, const Axes& axis, bool keepdim, const char* op) {
   std::vector<int> ax = reduce_axes(t, axis, op);
   Tensor ret = apply<Fn>({t}, std::vector<int64_t>(ax.begin(), ax.end()));
   if (keepdim) return ret;
-  if (ret.is_symbolic()) {   // drop the reduced axes by position: symbolic dims can't be matched by value
+  if (detail::sym_dims(t)) {   // drop the reduced axes by position: symbolic dims can't be matched by value
     std::vector<sint> ss = ret.sym_shape(), out;
     for (size_t i = 0; i < ss.size(); i++)
       if (std::find(ax.begin(), ax.end(), static_cast<int>(i)) == ax.end()) out.push_back(ss[i]);
