@@ -171,17 +171,10 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
   auto k = std::make_unique<Kernel>(ast, renderer);
   k->required_optimizations();
   if (getenv("NOOPT")) return k;
-  if (k->vars.empty()) {
-    k->hand_coded_optimizations();
-  } else {
-    // the heuristics assume concrete dims: an opt that lands on a symbolic dim drops them all
-    try {
-      k->hand_coded_optimizations();
-    } catch (const KernelOptError&) {
-      k = std::make_unique<Kernel>(ast, renderer);
-      k->required_optimizations();
-    }
-  }
+  // the heuristics read symbolic dims at their max: an opt they can't apply there is skipped, the rest stay
+  k->skip_failed_opts = !k->vars.empty();
+  k->hand_coded_optimizations();
+  k->skip_failed_opts = false;
   if (const int64_t beam = getenv("BEAM"); beam >= 1) {
     Kernel kb(ast, renderer);
     kb.required_optimizations();
