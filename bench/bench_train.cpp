@@ -43,7 +43,7 @@ double gemm_flops(int64_t bs) {
 
 
 nn::datasets::Dataset load_data() {
-  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  const std::string dir = nn::datasets::default_dir("fashion-mnist");
   if (std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz") || std::filesystem::exists(dir + "/train-images-idx3-ubyte"))
     return nn::datasets::fashion_mnist(dir);
   Tensor::manual_seed(0);

@@ -1,6 +1,6 @@
 // tinygrad's beautiful_mnist in C++: a small CNN trained with Adam (cosine learning-rate decay) and TinyJit
 // on (Fashion-)MNIST.
-//   beautiful_mnist [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR] [--save FILE] [--eval FILE] [--mnist]
+//   beautiful_mnist [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR (default $DATASETS/fashion-mnist)] [--save FILE] [--eval FILE] [--mnist]
 // Prints a progress line per step and, at the end, "test accuracy: NN.NN%".
 #include <cmath>
 #include <cstdio>
@@ -14,7 +14,7 @@ using namespace tg;
 
 int main(int argc, char** argv) {
   int64_t steps = getenv("STEPS", 1000), bs = getenv("BS", 512);   // Fashion-MNIST: 1000 steps gave 91.3%
-  std::string device, data_dir = "/usr/share/datasets/fashion-mnist", save_path, eval_path;
+  std::string device, data_dir, save_path, eval_path;
   bool digits = false;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     else if (a == "--eval") eval_path = next();
     else if (a == "--mnist") digits = true;
     else {
-      std::fprintf(stderr, "usage: %s [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR] [--save FILE] [--eval FILE] [--mnist]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--steps N] [--bs N] [--device CPU|CUDA] [--data DIR (default $DATASETS/fashion-mnist)] [--save FILE] [--eval FILE] [--mnist]\n", argv[0]);
       return 2;
     }
   }

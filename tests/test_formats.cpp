@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "nn/formats.hpp"
+#include "tg/state.hpp"
 
 using namespace tg;
 using namespace tg::formats;
@@ -144,18 +145,18 @@ std::string f32_bytes(const std::vector<float>& v) { return std::string(reinterp
 TEST(Safetensors, RoundTripsEveryDtype) {
   TmpDir tmp;
   std::vector<std::vector<uint8_t>> blobs;
-  std::vector<std::pair<std::string, TensorData>> tensors;
+  std::vector<std::pair<std::string, formats::TensorData>> tensors;
   const char* expect_names[] = {"BOOL", "I8", "U8", "I16", "U16", "I32", "U32", "I64", "U64", "F16", "BF16", "F32", "F64"};
   for (int k = 0; k < dtypes::num_dtypes; k++) {
     DType dt = dtypes::all()[k];
     std::vector<int64_t> shape = {2, k % 3 + 1};
     blobs.emplace_back(size_t(prod(shape) * dt.itemsize()));
     for (size_t b = 0; b < blobs.back().size(); b++) blobs.back()[b] = uint8_t(b * 7 + k);
-    tensors.push_back({"t." + dt.name(), TensorData{dt, shape, blobs.back().data()}});
+    tensors.push_back({"t." + dt.name(), formats::TensorData{dt, shape, blobs.back().data()}});
   }
   float scalar = 3.5f;
-  tensors.push_back({"scalar", TensorData{dtypes::float32, {}, &scalar}});
-  tensors.push_back({"empty", TensorData{dtypes::int64, {0, 4}, nullptr}});
+  tensors.push_back({"scalar", formats::TensorData{dtypes::float32, {}, &scalar}});
+  tensors.push_back({"empty", formats::TensorData{dtypes::int64, {0, 4}, nullptr}});
   std::string path = tmp.path("all.safetensors");
   safetensors_write(path, tensors, {{"format", "pt"}, {"note", "quote\" and \\ and \n"}});
 
@@ -472,7 +473,7 @@ TEST(Idx, FindsPlainOrGzip) {
 }
 
 TEST(Idx, FashionMnistFromDebian) {
-  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  const std::string dir = nn::datasets::default_dir("fashion-mnist");
   if (!fs::exists(dir + "/train-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   IdxArray x = idx_read(find_idx_file(dir, "train-images-idx3-ubyte"));
   EXPECT_EQ(x.shape, (std::vector<int64_t>{60000, 28, 28}));

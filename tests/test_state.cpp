@@ -248,7 +248,7 @@ TEST(State, CorruptFilesThrow) {
 }
 
 TEST(State, FashionMnist) {
-  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  const std::string dir = nn::datasets::default_dir("fashion-mnist");
   if (!fs::exists(fs::path(dir) / "train-labels-idx1-ubyte.gz") && !fs::exists(fs::path(dir) / "train-labels-idx1-ubyte"))
     GTEST_SKIP() << "Debian's fashion-mnist data set is not installed in " << dir;
   auto ds = nn::datasets::fashion_mnist(dir);

@@ -28,7 +28,10 @@ namespace tg::nn::datasets {
 struct Dataset { Tensor X_train, Y_train, X_test, Y_test; };   // X: (N,1,28,28) uint8, Y: (N,) uint8, as tinygrad
 
 // IDX files (gzip or not): train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-...
-Dataset mnist(const std::string& dir);
-Dataset fashion_mnist(const std::string& dir = "/usr/share/datasets/fashion-mnist");
+// An empty dir means default_dir(name): $DATASETS/<name>, DATASETS defaulting to Debian's
+// /usr/share/datasets (the dataset-fashion-mnist package).
+Dataset mnist(const std::string& dir = "");
+Dataset fashion_mnist(const std::string& dir = "");
+std::string default_dir(const std::string& name);   // name: "mnist" or "fashion-mnist"
 
 }  // namespace tg::nn::datasets

@@ -12,9 +12,6 @@ namespace tg {
 namespace {
 using O = std::optional<UOp>;
 
-bool is_alu(const UOp& u, BinaryOps op) { return u->op == Ops::ALU && u->is<BinaryOps>() && u->as<BinaryOps>() == op; }
-bool is_alu(const UOp& u, UnaryOps op) { return u->op == Ops::ALU && u->is<UnaryOps>() && u->as<UnaryOps>() == op; }
-bool is_alu(const UOp& u, TernaryOps op) { return u->op == Ops::ALU && u->is<TernaryOps>() && u->as<TernaryOps>() == op; }
 bool is_zero(const UOp& u) { return u->op == Ops::CONST && const_to_double(u.const_value()) == 0.0; }
 
 // the operands of a chain of one associative op

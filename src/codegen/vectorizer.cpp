@@ -24,8 +24,6 @@ struct Vec {
   bool real;   // a vector op, not a VECTORIZE of scalar lanes
 };
 
-bool is_alu(const UOp& u, BinaryOps op) { return u->op == Ops::ALU && u->is<BinaryOps>() && u->as<BinaryOps>() == op; }
-
 // idx = base + constant offset (base is null for a constant idx)
 std::pair<UOp, int64_t> base_offset(const UOp& idx) {
   if (idx->op == Ops::CONST) return {UOp(), const_to_int(idx.const_value())};

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "access.hpp"
 #include "lazy/lazy.hpp"
@@ -117,11 +118,17 @@ Tensor idx_tensor(const std::string& dir, const std::string& stem) {
 }
 }  // namespace
 
-Dataset mnist(const std::string& dir) {
+std::string default_dir(const std::string& name) {
+  const char* root = std::getenv("DATASETS");
+  return std::string(root && *root ? root : "/usr/share/datasets") + "/" + name;
+}
+
+Dataset mnist(const std::string& dir_arg) {
+  const std::string dir = dir_arg.empty() ? default_dir("mnist") : dir_arg;
   Dataset d{idx_tensor(dir, "train-images-idx3-ubyte").reshape({-1, 1, 28, 28}), idx_tensor(dir, "train-labels-idx1-ubyte"),
             idx_tensor(dir, "t10k-images-idx3-ubyte").reshape({-1, 1, 28, 28}), idx_tensor(dir, "t10k-labels-idx1-ubyte")};
   return d;
 }
-Dataset fashion_mnist(const std::string& dir) { return mnist(dir); }
+Dataset fashion_mnist(const std::string& dir) { return mnist(dir.empty() ? default_dir("fashion-mnist") : dir); }
 
 }  // namespace tg::nn::datasets

@@ -7,16 +7,10 @@
 #include <vector>
 
 #include "tg/shapetracker.hpp"
+#include "uop/symbolic.hpp"
 
 namespace tg {
 
-// Python's // and ceil for possibly negative ints (view math follows Python semantics).
-inline int64_t floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-inline int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
-inline int64_t ceildiv(int64_t a, int64_t b) { return -floordiv(-a, b); }
 
 std::vector<int64_t> canonicalize_strides(const Shape& shape, const std::vector<int64_t>& strides);
 std::vector<int64_t> strides_for_shape(const Shape& shape);   // row-major, size-1 dims stride 0

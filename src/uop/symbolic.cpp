@@ -15,8 +15,6 @@ bool is_iint(const UOp& u) { return u->dtype.count == 1 && u->dtype.is_int(); }
 int64_t lo(const UOp& u) { return const_to_int(u.vmin()); }
 int64_t hi(const UOp& u) { return const_to_int(u.vmax()); }
 int64_t ival(const UOp& u) { return const_to_int(u.const_value()); }
-int64_t floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
 
 void add_chain(const UOp& x, std::vector<UOp>& out) {
   if (x->op == Ops::ALU && x->arg == Arg(BinaryOps::ADD)) {

@@ -4,11 +4,20 @@
 // IDIV and MOD follow C (truncate toward zero), as the generated kernels do. Rules that are only
 // true for floor division check that the operands are non-negative first, which index math is.
 #pragma once
+#include <cstdint>
 #include <optional>
 
 #include "uop/pattern.hpp"
 
 namespace tg {
+
+// Python's // and % for possibly negative ints (view math and constant folding follow Python).
+inline int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
+inline int64_t ceildiv(int64_t a, int64_t b) { return -floordiv(-a, b); }
 
 // The rule table: constant folding, x+0, x*1, x*0, x//1, x//x, (x*c)//c, (x//c0)//c1, x%1,
 // (c*x)%c, term combining, lt/max/where/bool folds, div/mod folding by range.

@@ -112,6 +112,9 @@ struct UOpNode : std::enable_shared_from_this<UOpNode> {
   UOp self() const { return UOp(shared_from_this()); }
 };
 
+// u is the ALU op `op` (a UnaryOps, BinaryOps or TernaryOps)
+template <class OpT> bool is_alu(const UOp& u, OpT op) { return u->op == Ops::ALU && u->template is<OpT>() && u->template as<OpT>() == op; }
+
 // integer/boolean index math
 UOp operator+(const UOp& a, const UOp& b);
 UOp operator-(const UOp& a, const UOp& b);
