@@ -155,7 +155,10 @@ RenderedProgram to_program(const Renderer& r, const std::string& name, const std
     switch (u->op) {
       case Ops::DEFINE_VAR:
         p.vars.push_back(u->as<std::string>());
-        p.var_ranges.emplace_back(const_to_int(u->src.at(0).const_value()), const_to_int(u->src.at(1).const_value()));
+        if (u->src.size() == 2 && u->src[0]->op == Ops::CONST && u->src[1]->op == Ops::CONST)
+          p.var_ranges.emplace_back(const_to_int(u->src[0].const_value()), const_to_int(u->src[1].const_value()));
+        else   // a DEFINE_VAR without a range (hand-built uops): any int32
+          p.var_ranges.emplace_back(INT32_MIN, INT32_MAX);
         break;
       case Ops::DEFINE_GLOBAL: p.n_bufs = std::max<int>(p.n_bufs, static_cast<int>(u->as<int64_t>()) + 1); break;
       case Ops::STORE: {

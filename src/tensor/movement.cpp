@@ -28,6 +28,12 @@ Tensor Tensor::reshape(Shape new_shape) const {
     for (auto& s : new_shape)
       if (s == -1) s = numel() / known;
   }
+  if (detail::sym_dims(*this)) {   // symbolic dims to the ints of their bound values: a view of this value only
+    if (tg::prod(new_shape) != numel())
+      throw Error("reshape: can't reshape " + detail::sym_str(sym_shape()) + " (" + std::to_string(numel()) + " elements at the bound values) to " +
+                  to_str(new_shape) + " (" + std::to_string(tg::prod(new_shape)) + " elements)");
+    return reshape_sym(std::vector<sint>(new_shape.begin(), new_shape.end()));
+  }
   if (tg::prod(new_shape) != numel())
     throw Error("reshape: can't reshape " + to_str(shape()) + " (" + std::to_string(numel()) + " elements) to " +
                 to_str(new_shape) + " (" + std::to_string(tg::prod(new_shape)) + " elements)");
