@@ -82,6 +82,35 @@ TEST(CudaReduceCodegen, LongRowSoftmaxUsesSharedMemoryAndWarpShuffles) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
 }
 
+// No GPU needed: an fp32 matmul reads each input element for many outputs, so it keeps the
+// upcast/local register tiles; the row reduction's GROUP (a block of threads per output element)
+// made a 4096^3 fp32 GEMM 28x slower on an H100 (0.25 TFLOP/s).
+TEST(CudaReduceCodegen, MatmulIsNotARowReduction) {
+  CUDARenderer ren("sm_90");
+  Opts o{dtypes::float32, "CPU", false};
+  for (auto [m, kk, n] : {std::tuple{4096, 4096, 4096}, std::tuple{1024, 512, 2048}}) {
+    Tensor c = Tensor::empty({m, kk}, o).matmul(Tensor::empty({kk, n}, o));
+    int kernels = 0;
+    for (const ScheduleItem& si : c.schedule()) {
+      if (si.kind != MetaOps::KERNEL) continue;
+      Kernel k(Access::uop(si.ast), ren);
+      k.hand_coded_optimizations();
+      kernels++;
+      EXPECT_EQ(k.group_for_reduces, 0) << m << "x" << kk << "x" << n;
+      EXPECT_GT(k.upcasted, 0) << m << "x" << kk << "x" << n;
+    }
+    EXPECT_EQ(kernels, 1);
+  }
+  // a row reduction over the same sizes still groups
+  Tensor s = Tensor::empty({4096, 4096}, o).sum(1);
+  for (const ScheduleItem& si : s.schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    k.hand_coded_optimizations();
+    EXPECT_GT(k.group_for_reduces, 0);
+  }
+}
+
 TEST(CudaReduce, SumMaxMeanEveryShapeClass) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   const std::vector<Shape> shapes{{1}, {3}, {1000003}, {1 << 22}, {1, 1, 1}, {7, 1, 5}, {8192, 64}, {64, 8192}, {333, 4097},

@@ -6,6 +6,9 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
 #include <cstdlib>
 #include <random>
 #include <unistd.h>
@@ -135,7 +138,9 @@ TEST(TensorCores, Bf16AndHalfOut) {
     EXPECT_NE(k.to_program().src.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), std::string::npos);
   }
   {
-    // a half sum kept in half (acc_dtype half): the half -> half tensor core with packed accumulators
+    // a half sum kept in half (acc_dtype half): the half -> half tensor core with packed accumulators (the WMMA
+    // path; the shared-memory template accumulates in float)
+    Context reg({{"TC_GEMM", 0}});
     Kernel k(last_ast(mat({32, 64}, dtypes::half).matmul(mat({64, 32}, dtypes::half), false, dtypes::half)), sm80());
     ASSERT_TRUE(k.apply_tensor_cores(1));
     EXPECT_EQ(k.tensor_core->dtype_out, dtypes::half);
@@ -220,7 +225,7 @@ TEST(TensorCores, PTXHasMmaSync) {
   };
   for (int pair = 0; pair < 2; pair++)
   for (const Case& c : cases) {
-    Context pl({{"TC_PAIR_LOADS", pair}});
+    Context pl({{"TC_PAIR_LOADS", pair}, {"TC_GEMM", 0}});   // the register (WMMA) path; TCGemm tests the template
     Kernel k(c.ast, sm80());
     k.hand_coded_optimizations();
     ASSERT_TRUE(k.tensor_core) << c.what;
@@ -333,7 +338,7 @@ TEST(TensorCores, WarpLayoutEmulated) {
   int idx = 0;
   for (int pair = 0; pair < 2; pair++)
   for (const Shp& sh : shapes) {
-    Context pl({{"TC_PAIR_LOADS", pair}});   // and with the A operand's lanes loaded in pairs
+    Context pl({{"TC_PAIR_LOADS", pair}, {"TC_GEMM", 0}});   // and with the A operand's lanes loaded in pairs
     SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.k) + "x" + std::to_string(sh.n) + " case " + std::to_string(idx));
     Kernel k(gemm_ast(sh.m, sh.k, sh.n, dtypes::half, dtypes::float32, dtypes::float32), sm80());
     if (sh.extra.empty()) k.hand_coded_optimizations();
@@ -364,6 +369,412 @@ TEST(TensorCores, WarpLayoutEmulated) {
     int bad = 0;
     for (size_t i = 0; i < C.size(); i++) bad += !(C[i] == ref[i]);
     EXPECT_EQ(bad, 0) << "first: " << C[0] << " vs " << ref[0] << "\n" << p.src;
+    dlclose(h);
+    std::remove((base + ".cpp").c_str());
+    std::remove((base + ".so").c_str());
+  }
+}
+
+// ---------------------------------------------------------------- the shared-memory GEMM template (codegen/tc_gemm.cpp)
+
+namespace {
+// the template's kernel for ast after the hand-coded opts (TC_OPT as given); empty src when it fell back
+RenderedProgram template_program(const UOp& ast, const Renderer& r = sm80()) {
+  Kernel k(ast, r);
+  k.hand_coded_optimizations();
+  return k.to_program();
+}
+bool is_template(const RenderedProgram& p) { return p.src.find("tg_cp_async16") != std::string::npos; }
+
+// trans: the PTX has ldmatrix.trans (an M/N-major operand); kmajor: A or B is K-major (wgmma applies on sm_90)
+struct GemmCase { const char* what; UOp ast; int64_t tc_opt; bool trans; bool kmajor = true; };
+std::vector<GemmCase> template_cases() {
+  return {
+      {"fp16 256x512x128", last_ast(mat({256, 512}, dtypes::half).matmul(mat({512, 128}, dtypes::half))), 0, true},
+      {"bf16", gemm_ast(256, 512, 128, dtypes::bfloat16, dtypes::float32, dtypes::bfloat16), 0, true},
+      {"fp16 acc fp16", last_ast(mat({128, 256}, dtypes::half).matmul(mat({256, 128}, dtypes::half), false, dtypes::half)), 0, true},
+      {"batched + bias + relu",
+       last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu()), 0, true},
+      {"A transposed", last_ast(mat({128, 256}, dtypes::half).transpose().matmul(mat({128, 64}, dtypes::half))), 0, true, false},
+      {"B transposed (linear)", last_ast(mat({256, 128}, dtypes::half).matmul(mat({64, 128}, dtypes::half).transpose())), 0, false},
+      {"odd 1000^3 (TC_OPT=2)", last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), 2, true},
+      {"4096^3", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), 0, true},
+  };
+}
+}  // namespace
+
+TEST(TCGemm, TakenAndFallsBack) {
+  for (const GemmCase& c : template_cases()) {
+    Context ctx({{"TC_OPT", c.tc_opt}});
+    EXPECT_TRUE(is_template(template_program(c.ast))) << c.what;
+  }
+  // TC_GEMM=0, no tensor cores (fp32, sm_75), a 4097 row (not 16-byte aligned) and M=1 keep the register path or none
+  UOp half_ast = last_ast(mat({256, 256}, dtypes::half).matmul(mat({256, 256}, dtypes::half)));
+  { Context off({{"TC_GEMM", 0}}); EXPECT_FALSE(is_template(template_program(half_ast))); }
+  EXPECT_FALSE(is_template(template_program(half_ast, CUDARenderer("sm_75"))));
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
+  Context ctx({{"TC_OPT", 2}});
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({64, 4097}, dtypes::half).matmul(mat({4097, 64}, dtypes::half))))));
+  const RenderedProgram odd = template_program(last_ast(mat({4097, 64}, dtypes::half).matmul(mat({64, 33}, dtypes::half))));
+  EXPECT_FALSE(is_template(odd));   // N=33: B's rows are not 16-byte aligned
+  // with no TC_OPT asked for, sizes that are not multiples of the tensor core's dims pad (level 2) only when the
+  // template takes the kernel (its edges are predicated); otherwise the kernel keeps no TC opt
+  {
+    Context unset(std::map<std::string, std::string>{{"TC_OPT", ""}});
+    Kernel k(last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), sm80());
+    k.hand_coded_optimizations();
+    ASSERT_TRUE(k.tensor_core);
+    EXPECT_TRUE(is_template(k.to_program()));
+    Kernel k2(last_ast(mat({100, 300}, dtypes::half).matmul(mat({300, 70}, dtypes::half))), sm80());
+    k2.hand_coded_optimizations();
+    EXPECT_FALSE(k2.tensor_core);
+    Kernel k3(last_ast(mat({1000, 1000}, dtypes::half).matmul(mat({1000, 1000}, dtypes::half))), sm80());
+    EXPECT_FALSE(k3.apply_tensor_cores(1, std::nullopt, 0, 0));   // an explicit level is kept
+  }
+  // a block tile the template can't build is a user error naming the variable
+  {
+    Context bad(std::map<std::string, std::string>{{"TC_GEMM_CFG", "100,128,2,4,3,2"}});
+    EXPECT_THROW(template_program(half_ast), Error);
+    Context bad2(std::map<std::string, std::string>{{"TC_WGMMA_CFG", "2,128,4,2"}});   // 64 KiB of shared memory
+    EXPECT_THROW(template_program(half_ast, CUDARenderer("sm_90")), Error);
+  }
+  // the launch: one block per 128x128 (or 64x64) tile, batch in z
+  const RenderedProgram p = template_program(template_cases()[3].ast);
+  EXPECT_EQ(p.global_size[2], 4);
+  EXPECT_EQ(p.local_size[0] % 32, 0);
+}
+
+TEST(TCGemm, PTXHasSharedMemoryPipeline) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  for (const GemmCase& c : template_cases()) {
+    Context ctx({{"TC_OPT", c.tc_opt}});
+    const RenderedProgram p = template_program(c.ast);
+    ASSERT_TRUE(is_template(p)) << c.what;
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const std::string ptx = nvrtc().to_ptx(p.src, arch);
+      ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << " " << arch << "\n" << ptx << "\n" << p.src;
+      EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u) << c.what << " " << arch;
+      EXPECT_GE(count(ptx, "cp.async.wait_group"), 1u) << c.what << " " << arch;
+      EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 2u) << c.what << " " << arch;
+      if (c.trans) EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4.trans"), 1u) << c.what << " " << arch;
+      EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32"), 16u) << c.what << " " << arch;
+      // the operands come only through shared memory: no scalar 2-byte global loads in the main loop
+      EXPECT_EQ(count(ptx, "ld.global.u16"), 0u) << c.what << " " << arch;
+    }
+  }
+}
+
+TEST(TCGemm, PTXHasWgmmaOnSm90) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  static const CUDARenderer sm90r("sm_90");
+  for (const GemmCase& c : template_cases()) {
+    Context ctx({{"TC_OPT", c.tc_opt}});
+    const RenderedProgram p = template_program(c.ast, sm90r);
+    ASSERT_TRUE(is_template(p)) << c.what;
+    const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+    if (!c.kmajor) {   // both operands M/N-major: mma.sync
+      EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k16"), 16u) << c.what;
+      continue;
+    }
+    EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "wgmma.fence.sync.aligned"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "wgmma.wait_group.sync.aligned"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "fence.proxy.async.shared::cta"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
+    EXPECT_EQ(count(ptx, "mma.sync"), 0u) << c.what;
+  }
+  // TC_WGMMA=0 keeps mma.sync on sm_90; sm_80 never gets wgmma
+  Context off({{"TC_WGMMA", 0}});
+  EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("wgmma"), std::string::npos);
+}
+
+// The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
+// ldmatrix and mma.sync warp-wide exchanges that follow the PTX ISA's fragment layouts. half is _Float16 and the
+// inputs are small integers, so the output must equal an interpretation of the AST exactly.
+namespace {
+const char* kGemmEmuShim = R"(
+#include <algorithm>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+#define TG_GEMM_EMU
+#define __global__
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(x) __attribute__((aligned(x)))
+#define __int_as_float(x) 0.0f
+using std::min; using std::max;
+typedef _Float16 half;
+static half __hmax(half a, half b) { return a > b ? a : b; }
+struct emu_dim3 { int x, y, z; };
+static thread_local emu_dim3 threadIdx, blockIdx;
+struct emu_warp { std::barrier<>* bar; const void* ptr[32]; unsigned a[32][4], b[32][2]; float c[32][4]; };
+static thread_local emu_warp* emu_w;
+static thread_local std::barrier<>* emu_block;
+static thread_local int emu_lane;
+#define __syncthreads() emu_block->arrive_and_wait()
+static void tg_cp_async16(void* dst, const void* src, int bytes) { if (bytes == 16) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16); }
+static void tg_cp_commit() {}
+template <int N> static void tg_cp_wait() {}
+static uint16_t emu_h(const void* p, int i) { uint16_t v; std::memcpy(&v, static_cast<const char*>(p) + 2 * i, 2); return v; }
+// lane l gets, of matrix j (rows addressed by lanes 8j..8j+7), row l/4 and columns 2(l%4), 2(l%4)+1 (transposed: of the transpose)
+static void emu_ldsm(unsigned* r, const void* p, bool trans) {
+  emu_warp& w = *emu_w;
+  w.ptr[emu_lane] = p;
+  w.bar->arrive_and_wait();
+  const int l = emu_lane;
+  for (int j = 0; j < 4; j++) {
+    if (!trans) r[j] = emu_h(w.ptr[8 * j + l / 4], 2 * (l % 4)) | (unsigned(emu_h(w.ptr[8 * j + l / 4], 2 * (l % 4) + 1)) << 16);
+    else r[j] = emu_h(w.ptr[8 * j + 2 * (l % 4)], l / 4) | (unsigned(emu_h(w.ptr[8 * j + 2 * (l % 4) + 1], l / 4)) << 16);
+  }
+  w.bar->arrive_and_wait();
+}
+static void tg_ldsm_x4(unsigned* r, const void* p) { emu_ldsm(r, p, false); }
+static void tg_ldsm_x4_t(unsigned* r, const void* p) { emu_ldsm(r, p, true); }
+static float emu_f(unsigned bits) { uint16_t b = bits & 0xffff; half h; std::memcpy(&h, &b, 2); return float(h); }
+static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
+  emu_warp& w = *emu_w;
+  for (int i = 0; i < 4; i++) w.a[emu_lane][i] = a[i], w.c[emu_lane][i] = c[i];
+  for (int i = 0; i < 2; i++) w.b[emu_lane][i] = b[i];
+  w.bar->arrive_and_wait();
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    const int g = l >> 2, t = l & 3;
+    for (int j = 0; j < 4; j++)
+      for (int h = 0; h < 2; h++) A[g + 8 * (j & 1)][2 * t + h + 8 * (j >> 1)] = emu_f(w.a[l][j] >> (16 * h));
+    for (int j = 0; j < 2; j++)
+      for (int h = 0; h < 2; h++) B[2 * t + h + 8 * j][g] = emu_f(w.b[l][j] >> (16 * h));
+    for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = w.c[l][i];
+  }
+  w.bar->arrive_and_wait();
+  const int g = emu_lane >> 2, t = emu_lane & 3;
+  for (int i = 0; i < 4; i++) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = C[row][col];
+    for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+    c[i] = s;
+  }
+}
+// wgmma: the warpgroup's A fragments (mma.sync's layout, warp w holding rows 16w..16w+15) times the descriptor's
+// K-major matrix, read as 8-row groups 512 bytes apart with the 64-byte swizzle applied to the address bits
+struct emu_wgroup { std::barrier<>* bar; unsigned a[128][4]; unsigned long long desc; };
+static thread_local emu_wgroup* emu_g;
+static thread_local int emu_gtid;
+static void tg_wgmma_fence() {}
+static void tg_wgmma_commit() {}
+template <int N> static void tg_wgmma_wait() {}
+static void tg_fence_async_smem() {}
+static unsigned long long tg_desc(const void* p) { return reinterpret_cast<unsigned long long>(p); }
+template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsigned long long desc) {
+  emu_wgroup& w = *emu_g;
+  for (int i = 0; i < 4; i++) w.a[emu_gtid][i] = a[i];
+  if (emu_gtid == 0) w.desc = desc;
+  w.bar->arrive_and_wait();
+  const int wi = emu_gtid / 32, l = emu_gtid % 32, g = l >> 2, t = l & 3;
+  float A[2][16];   // this thread's two rows
+  for (int rr = 0; rr < 2; rr++)
+    for (int k = 0; k < 16; k++) {
+      const int src = wi * 32 + g * 4 + (k % 8) / 2, reg = rr + 2 * (k / 8);
+      A[rr][k] = emu_f(w.a[src][reg] >> (16 * (k % 2)));
+    }
+  for (int i = 0; i < ND; i++) {
+    const int rr = (i & 3) >> 1, col = (i >> 2) * 8 + 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 16; k++) {
+      unsigned long long ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 2 * k;
+      ad ^= ((ad >> 7) & 3) << 4;
+      s += A[rr][k] * emu_f(emu_h(reinterpret_cast<const void*>(ad), 0));
+    }
+    d[i] = s;
+  }
+  w.bar->arrive_and_wait();
+}
+struct emu_ptr { void* p; template <class T> operator T*() const { return static_cast<T*>(p); } };
+)";
+const char* kGemmEmuLaunch = R"(
+extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
+  const int nthreads = l[0];
+  for (int gz = 0; gz < g[2]; gz++) for (int gx = 0; gx < g[0]; gx++) {
+    std::barrier<> block(nthreads);
+    std::vector<std::barrier<>> bars;
+    std::vector<emu_warp> warps(nthreads / 32);
+    for (int i = 0; i < nthreads / 32; i++) warps[i].bar = new std::barrier<>(32);
+    std::vector<emu_wgroup> groups((nthreads + 127) / 128);
+    for (auto& g : groups) g.bar = new std::barrier<>(std::min(128, nthreads));
+    std::vector<std::thread> ts;
+    for (int tid = 0; tid < nthreads; tid++)
+      ts.emplace_back([&, tid] {
+        threadIdx = {tid, 0, 0};
+        blockIdx = {gx, 0, gz};
+        emu_w = &warps[tid / 32]; emu_lane = tid % 32; emu_block = &block;
+        emu_g = &groups[tid / 128]; emu_gtid = tid % 128;
+        EMU_KERNEL(EMU_ARGS);
+      });
+    for (auto& t : ts) t.join();
+    for (auto& w : warps) delete w.bar;
+    for (auto& g : groups) delete g.bar;
+  }
+}
+)";
+
+// the AST evaluated per output element in double (single-view trackers; casts to half round)
+struct AstEval {
+  std::unordered_map<int64_t, std::vector<double>> bufs;   // by DEFINE_GLOBAL index
+  static int64_t index(const ShapeTracker& st, const std::vector<int64_t>& idx, bool& valid) {
+    EXPECT_EQ(st.views.size(), 1u) << st.str();
+    const View& v = st.views[0];
+    int64_t o = v.offset;
+    for (size_t i = 0; i < idx.size(); i++) {
+      if (v.mask && (idx[i] < (*v.mask)[i].first || idx[i] >= (*v.mask)[i].second)) valid = false;
+      o += idx[i] * v.strides[i];
+    }
+    return o;
+  }
+  static double round_to(double x, DType dt) {
+    if (dt == dtypes::half) return double(static_cast<_Float16>(x));
+    if (dt == dtypes::float32) return double(static_cast<float>(x));
+    if (dt == dtypes::bool_) return x != 0;
+    return x;
+  }
+  double eval(const UOp& x, std::vector<int64_t>& idx) {
+    switch (x->op) {
+      case Ops::LOAD: {
+        bool valid = true;
+        const int64_t i = index(st_of(x->src[1]), idx, valid);
+        return valid ? bufs.at(x->src[0]->as<int64_t>()).at(i) : 0.0;
+      }
+      case Ops::CONST: {
+        bool valid = true;
+        index(st_of(x->src[0]), idx, valid);
+        return valid ? (x->is<double>() ? x->as<double>() : x->is<int64_t>() ? double(x->as<int64_t>()) : double(x->as<bool>())) : 0.0;
+      }
+      case Ops::CAST: return round_to(eval(x->src[0], idx), x->dtype);
+      case Ops::REDUCE_AXIS: {
+        const Shape& full = st_of(x->src[0]->op == Ops::CAST ? x->src[0]->src[0]->src[0]->src[1] : x->src[0]->src[0]->src[1]).shape();
+        const auto& axes = x->as<ReduceArg>().axes;
+        double s = 0;
+        std::function<void(size_t)> rec = [&](size_t a) {
+          if (a == axes.size()) { s += eval(x->src[0], idx); return; }
+          for (int64_t i = 0; i < full[axes[a]]; i++) idx[axes[a]] = i, rec(a + 1);
+          idx[axes[a]] = 0;
+        };
+        rec(0);
+        return round_to(s, x->dtype);
+      }
+      case Ops::ALU: {
+        std::vector<double> o;
+        for (const UOp& s : x->src) o.push_back(eval(s, idx));
+        if (x->is<BinaryOps>()) switch (x->as<BinaryOps>()) {
+            case BinaryOps::ADD: return round_to(o[0] + o[1], x->dtype);
+            case BinaryOps::MUL: return round_to(o[0] * o[1], x->dtype);
+            case BinaryOps::MAX: return std::max(o[0], o[1]);
+            case BinaryOps::CMPLT: return o[0] < o[1];
+            case BinaryOps::CMPNE: return o[0] != o[1];
+            default: break;
+          }
+        if (x->is<TernaryOps>() && x->as<TernaryOps>() == TernaryOps::WHERE) return o[0] != 0 ? o[1] : o[2];
+        if (x->is<UnaryOps>() && x->as<UnaryOps>() == UnaryOps::NEG) return -o[0];
+        ADD_FAILURE() << "AstEval: no ALU " << x.str();
+        return NAN;
+      }
+      default: ADD_FAILURE() << "AstEval: no " << x.str(); return NAN;
+    }
+  }
+};
+}  // namespace
+
+TEST(TCGemm, WarpEmulated) {
+  if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
+  std::mt19937 rng(11);
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; };
+  std::vector<EmuCase> cases = {
+      {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
+      {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
+      {"A^T, 128-tile", last_ast(mat({96, 136}, dtypes::half).transpose().matmul(mat({96, 128}, dtypes::half))), 2, 128},
+      {"B^T", last_ast(mat({64, 48}, dtypes::half).matmul(mat({80, 48}, dtypes::half).transpose())), 2, 64},
+      {"odd M,N,K 72x40x24", last_ast(mat({72, 24}, dtypes::half).matmul(mat({24, 40}, dtypes::half))), 2, 64},
+      {"batched + bias + relu, half out",
+       last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 72}, dtypes::half)) + mat({72}, dtypes::half)).relu()), 2, 64},
+      {"fp16 acc", last_ast(mat({64, 32}, dtypes::half).matmul(mat({32, 64}, dtypes::half), false, dtypes::half)), 0, 64},
+      // sm_90: wgmma with A (K-major) from shared memory and B through registers, then B^T (K-major) by descriptor
+      {"wgmma 128x128x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 128}, dtypes::half))), 0, 0, true},
+      {"wgmma B^T, odd 72x200x40", last_ast(mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose())), 2, 0, true},
+      {"wgmma batched + bias + relu",
+       last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half)) + mat({136}, dtypes::half)).relu()), 2, 0, true},
+  };
+  static const CUDARenderer sm90r("sm_90");
+  int idx = 0;
+  for (const EmuCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}});
+    const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
+    ASSERT_TRUE(is_template(p)) << p.src;
+    ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
+    std::string src = p.src;
+    for (const char* inc : {"#include <cuda_fp16.h>", "#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"})
+      if (size_t at = src.find(inc); at != std::string::npos) src.erase(at, std::string(inc).size());
+    std::string args;
+    for (int i = 0; i < p.n_bufs; i++) args += std::string(i ? ", " : "") + "emu_ptr{bufs[" + std::to_string(i) + "]}";
+    src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args + "\n" + kGemmEmuLaunch;
+    const std::string base = testing::TempDir() + "tg_gemm_emu_" + std::to_string(getpid()) + "_" + std::to_string(idx++);
+    { FILE* f = std::fopen((base + ".cpp").c_str(), "w"); std::fputs(src.c_str(), f); std::fclose(f); }
+    const std::string cmd = "c++ -std=c++20 -O1 -shared -fPIC -w -o " + base + ".so " + base + ".cpp -lpthread";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << src;
+    void* h = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h) << dlerror();
+    auto launch = reinterpret_cast<void (*)(void**, const int*, const int*)>(dlsym(h, "emu_launch"));
+    ASSERT_TRUE(launch);
+    // buffers: inputs small integers, the output poisoned
+    AstEval ev;
+    std::map<int64_t, std::pair<DType, int64_t>> globals;   // index -> (dtype, elements)
+    for (const UOp& u : c.ast.toposort())
+      if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src[0]->op == Ops::DEFINE_GLOBAL) {
+        auto& g = globals[u->src[0]->as<int64_t>()];
+        g.first = u->src[0]->dtype.base();
+        g.second = std::max(g.second, st_of(u->src[1]).real_size());
+      }
+    std::vector<std::vector<char>> mem;
+    std::vector<void*> bufs;
+    std::uniform_int_distribution<int> d(-3, 3);
+    for (auto& [i, g] : globals) {
+      ASSERT_EQ(i, static_cast<int64_t>(bufs.size()));
+      mem.emplace_back(g.second * g.first.itemsize());
+      auto& vals = ev.bufs[i];
+      for (int64_t j = 0; j < g.second; j++) {
+        const double v = i == 0 ? NAN : d(rng);
+        vals.push_back(v);
+        if (g.first == dtypes::half) { _Float16 hv = static_cast<_Float16>(v); std::memcpy(mem.back().data() + 2 * j, &hv, 2); }
+        else { ASSERT_EQ(g.first, dtypes::float32); float fv = static_cast<float>(v); std::memcpy(mem.back().data() + 4 * j, &fv, 4); }
+      }
+      bufs.push_back(mem.back().data());
+    }
+    int g3[3], l3[3];
+    for (int i = 0; i < 3; i++) g3[i] = static_cast<int>(p.global_size[i]), l3[i] = static_cast<int>(p.local_size[i]);
+    launch(bufs.data(), g3, l3);
+    // every output element against the interpretation
+    const UOp& store = c.ast->src[0];
+    const Shape& out_shape = st_of(store->src[1]).shape();
+    std::vector<int64_t> oi(out_shape.size(), 0);
+    int64_t bad = 0, n = 0;
+    const DType odt = globals[0].first;
+    for (;;) {
+      bool valid = true;
+      const int64_t at = AstEval::index(st_of(store->src[1]), oi, valid);
+      const double ref = ev.eval(store->src[2], oi);
+      double got;
+      if (odt == dtypes::half) { _Float16 hv; std::memcpy(&hv, mem[0].data() + 2 * at, 2); got = double(hv); }
+      else { float fv; std::memcpy(&fv, mem[0].data() + 4 * at, 4); got = fv; }
+      if (!(got == ref) && bad++ < 3) ADD_FAILURE() << "at " << to_str(oi) << ": " << got << " vs " << ref;
+      n++;
+      size_t a = out_shape.size();
+      while (a-- > 0 && ++oi[a] == out_shape[a]) oi[a] = 0;
+      if (a == static_cast<size_t>(-1)) break;
+    }
+    EXPECT_EQ(bad, 0) << "of " << n << "\n" << p.src;
     dlclose(h);
     std::remove((base + ".cpp").c_str());
     std::remove((base + ".so").c_str());
@@ -428,6 +839,27 @@ TEST(TensorCoresGPU, DtypesBatchedTransposedEpilogue) {
   check_gemm(1, 256, 128, 192, dtypes::half, std::nullopt, true, false, false, 5e-3);     // A transposed
   check_gemm(1, 256, 128, 192, dtypes::half, std::nullopt, false, true, false, 5e-3);     // B transposed
   check_gemm(2, 128, 256, 128, dtypes::half, std::nullopt, false, false, true, 5e-3);     // bias + relu fused
+}
+
+// every block tile a sweep may pick as a default, on edges that need predication, with A or B K-major (wgmma's
+// shared-memory operand is the K-major one); the big square case takes the 128x128 tiles by default
+TEST(TensorCoresGPU, TemplateConfigs) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(15);
+  check_gemm(1, 2048, 256, 2048, dtypes::half, std::nullopt, false, false, false, 5e-3);
+  for (const char* cfg : {"128,128,2,4,3,2", "128,128,2,2,3,2", "64,64,2,2,4,4", "128,64,2,2,4,2", "128,256,2,4,2,1"}) {
+    SCOPED_TRACE(std::string("TC_GEMM_CFG=") + cfg);
+    Context ctx(std::map<std::string, std::string>{{"TC_GEMM_CFG", cfg}, {"TC_WGMMA", "0"}, {"TC_OPT", "2"}});
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+  }
+  for (const char* cfg : {"2,128,3,2,0", "2,128,3,2,1", "2,256,2,1,0", "1,128,4,2,1", "1,256,2,1,0", "1,192,3,1,1", "2,64,4,2,2"}) {
+    SCOPED_TRACE(std::string("TC_WGMMA_CFG=") + cfg);
+    Context ctx(std::map<std::string, std::string>{{"TC_WGMMA_CFG", cfg}, {"TC_OPT", "2"}});
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+    check_gemm(2, 136, 72, 200, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+  }
 }
 
 TEST(TensorCoresGPU, Conv2dHalf) {

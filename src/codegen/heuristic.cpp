@@ -23,6 +23,30 @@ int64_t prod_range(const Shape& s, int64_t lo, int64_t hi) {
   return r;
 }
 
+bool has_expanded_axis(const Shape& shape, const std::vector<std::optional<int64_t>>& strides, size_t end = SIZE_MAX) {
+  for (size_t i = 0; i < shape.size() && i < end; i++)
+    if (shape[i] > 1 && strides[i] && *strides[i] == 0) return true;
+  return false;
+}
+
+// A SUM(a*b) whose two factors are each broadcast along an output axis (a matmul): every input
+// element is reused across outputs, so register tiles (upcasts), not a thread group per output.
+bool reuses_inputs(const Kernel& k) {
+  auto r = k.reduceop();
+  if (!r || (*r)->as<ReduceArg>().op != ReduceOps::SUM) return false;
+  auto strip = [](UOp u) { while (u->op == Ops::CAST) u = u->src[0]; return u; };
+  const UOp mul = strip((*r)->src[0]);
+  if (!is_alu(mul, BinaryOps::MUL)) return false;
+  const size_t fr = static_cast<size_t>(k.first_reduce());
+  for (const UOp& f : mul->src) {
+    const UOp ld = strip(f);
+    if (!is_load(ld)) return false;
+    const ShapeTracker& st = k.sts[std::find(k.bufs.begin(), k.bufs.end(), ld) - k.bufs.begin()];
+    if (!has_expanded_axis(st.shape(), st.real_strides(), fr)) return false;
+  }
+  return true;
+}
+
 // MV: a matrix-vector SUM(a*b) reading one side along the reduce axis gets GROUP + LOCAL + UPCAST
 bool matvec(Kernel& k) {
   const int64_t blocksize = getenv("MV_BLOCKSIZE", 4), threads_per_row = getenv("MV_THREADS_PER_ROW", 8),
@@ -37,11 +61,6 @@ bool matvec(Kernel& k) {
   auto index = [&](const UOp& u) { return std::find(k.bufs.begin(), k.bufs.end(), u) - k.bufs.begin(); };
   const ShapeTracker &st0 = k.sts[index(mul->src[0])], &st1 = k.sts[index(mul->src[1])];
   const auto s0 = st0.real_strides(), s1 = st1.real_strides();
-  auto has_expanded_axis = [](const Shape& shape, const std::vector<std::optional<int64_t>>& strides) {
-    for (size_t i = 0; i < shape.size(); i++)
-      if (shape[i] > 1 && strides[i] && *strides[i] == 0) return true;
-    return false;
-  };
   if (!(s0[k.first_reduce()] == 1 && !(has_expanded_axis(st0.shape(), s0) && has_expanded_axis(st1.shape(), s1)))) return false;
   for (int64_t g = 0; g < k.global_dims(); g++) {
     if (k.full_shape()[k.first_reduce()] % threads_per_row == 0 && k.full_shape()[g] % (blocksize * rows_per_thread) == 0) {
@@ -213,7 +232,7 @@ int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
 //    groups of rows in a block, 4 outputs per thread.
 bool gpu_reduce(Kernel& k) {
   if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || k.reduceops.size() != 1) return false;
-  if (k.group_for_reduces || k.local_dims || k.upcasted) return false;
+  if (k.group_for_reduces || k.local_dims || k.upcasted || reuses_inputs(k)) return false;
   const Shape& fs = k.full_shape();
   const int64_t fr = k.first_reduce(), n = k.shape_len();
   if (fr >= n) return false;

@@ -1,6 +1,7 @@
 // Kernel: AST analysis, shape simplification, OptOps and naming (tinygrad 0.9.2 codegen/kernel.py).
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "codegen/tc_gemm.hpp"
 
 #include <algorithm>
 #include <map>
@@ -551,6 +552,8 @@ const std::vector<UOp>& Kernel::linearize() {
 }
 
 RenderedProgram Kernel::to_program(const std::optional<std::string>& name_override) {
+  // a tensor-core GEMM the shared-memory template covers is rendered from it (codegen/tc_gemm.cpp)
+  if (auto p = tc_gemm_program(*this, name_override ? *name_override : name())) return *p;
   linearize();
   return ::tg::to_program(*opts, name_override ? *name_override : name(), uops);
 }

@@ -141,6 +141,7 @@ class Kernel {
   void apply_opt_(const Opt& opt, bool append_opt);
   std::optional<TensorCoreOptions> create_tc_opts(const UOp& reduceop, const TensorCore& tc, int64_t axis, int64_t opt_level);
   bool apply_tc_opt(int64_t use_tensor_cores, int64_t axis, int64_t opt_level);
+  bool apply_tensor_cores_at(int64_t use_tensor_cores, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, int64_t level);
   // the WMMA (or TC=2 SUM) replacing a tensor-core reduce in get_optimized_ast; fixup rebuilds a source
   // subtree with its ShapeTrackers passed through the given warp-layout permutation
   std::pair<std::function<ShapeTracker(const ShapeTracker&)>, std::function<ShapeTracker(const ShapeTracker&)>> tc_fix_sts() const;

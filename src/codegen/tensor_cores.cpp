@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "codegen/kernel.hpp"
+#include "codegen/tc_gemm.hpp"
 #include "shape/shapetracker_arg.hpp"
 
 namespace tg {
@@ -112,6 +113,17 @@ bool Kernel::apply_tc_opt(int64_t use_tc, int64_t axis, int64_t opt_level) {
 
 bool Kernel::apply_tensor_cores(int64_t use_tc, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, std::optional<int64_t> tc_opt) {
   const int64_t level = tc_opt.value_or(getenv("TC_OPT", 0));
+  if (apply_tensor_cores_at(use_tc, extra_opts, axis, level)) return true;
+  // M, N or K not a multiple of the tensor core's dims: the shared-memory GEMM template predicates its copies and
+  // stores, so with no TC_OPT asked for, the padded opt (level 2) is taken when the template covers the kernel
+  if (tc_opt || !getenv_str("TC_OPT").empty() || level >= 2 || use_tc != 1) return false;
+  const Kernel before = *this;
+  if (apply_tensor_cores_at(use_tc, extra_opts, axis, 2) && tc_gemm_applies(*this)) return true;
+  *this = before;
+  return false;
+}
+
+bool Kernel::apply_tensor_cores_at(int64_t use_tc, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, int64_t level) {
   if (use_tc == 0 || (opts->tensor_cores.empty() && use_tc != 2)) return false;
   const Kernel before = *this;   // a failed attempt leaves no half-applied opts behind
   try {

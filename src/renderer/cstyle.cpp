@@ -461,7 +461,7 @@ CUDARenderer::CUDARenderer(const std::string& arch) {
   global_max = {2147483647, 65535, 65535};
   local_max = {1024, 1024, 64};
   shared_max = 49152;
-  int sm = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
+  sm = arch.size() > 3 ? std::atoi(arch.c_str() + 3) : 0;
   // m16n8k16: half and bfloat16 into float (as 0.9.2), and half into half (a half sum without a float accumulator)
   if (sm >= 80)
     for (auto [di, dout] : {std::pair{dtypes::half, dtypes::float32}, std::pair{dtypes::bfloat16, dtypes::float32}, std::pair{dtypes::half, dtypes::half}})

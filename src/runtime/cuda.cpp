@@ -163,6 +163,9 @@ class CUDACompiler : public Compiler {
       throw Error(std::string("CUDA compile: nvrtcCreateProgram failed: ") + a.nvrtcGetErrorString(r));
     std::vector<const char*> o;
     for (auto& s : opts_) o.push_back(s.c_str());
+    // wgmma (the tensor-core GEMM template on Hopper) exists only for the arch-specific target sm_90a
+    const std::string arch_a = "--gpu-architecture=" + arch_ + "a";
+    if (arch_ == "sm_90" && src.find("wgmma.mma_async") != std::string::npos) o[0] = arch_a.c_str();
     int r = a.nvrtcCompileProgram(prog, static_cast<int>(o.size()), o.data());
     if (r != 0) {
       size_t n = 0;

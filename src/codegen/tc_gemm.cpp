@@ -1,0 +1,560 @@
+// The shared-memory tensor-core GEMM template (see tc_gemm.hpp).
+//
+// plan(): reads the GEMM out of the Kernel's AST. One SUM over K of MUL(LOAD a, LOAD b) (optionally CAST to the
+// tensor core's accumulator dtype); every other non-unit axis is M (only a varies along it), N (only b) or a
+// batch axis (both, or neither). Each operand must be a single unmasked view whose contiguous axis is K or its
+// M/N axis, with all other strides multiples of 8 elements, so that every 16-byte copy is aligned.
+// render(): the kernel text. The main loop is fixed (a template); the block tile, the operands' strides and
+// layouts, the batch decomposition and the epilogue (the AST between the reduce and the store, rendered with the
+// CUDA dialect's own op table) come from the plan.
+#include "codegen/tc_gemm.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "codegen/kernel.hpp"
+#include "renderer/cstyle.hpp"
+#include "shape/shapetracker_arg.hpp"
+#include "uop/symbolic.hpp"
+
+namespace tg {
+namespace {
+
+struct NotCovered {};   // the template doesn't apply: the caller falls back to the WMMA path
+
+struct Operand {
+  UOp buf;                          // DEFINE_GLOBAL
+  int64_t off = 0, s_row = 0, s_k = 0;   // element offset, stride along its M (or N) axis and along K
+  std::vector<int64_t> s_batch;     // per batch axis
+  bool k_major = false;             // K is the contiguous axis (else M/N is)
+};
+
+struct Plan {
+  Operand a, b;                     // a varies along M, b along N
+  int64_t M = 0, N = 0, K = 0;
+  int m_axis = -1, n_axis = -1, k_axis = -1;
+  std::vector<int> batch_axes;
+  Shape full;
+  int64_t batch = 1;
+  UOp store, reduce;
+  TensorCore tc;
+};
+
+struct Cfg {
+  int bm, bn, bk, warps_m, warps_n, stages, min_blocks;
+  int threads() const { return 32 * warps_m * warps_n; }
+};
+
+bool is_mul(const UOp& u) { return u->op == Ops::ALU && u->is<BinaryOps>() && u->as<BinaryOps>() == BinaryOps::MUL; }
+
+void need(bool c) {
+  if (!c) throw NotCovered{};
+}
+
+Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const std::vector<int>& batch_axes, const Shape& full) {
+  Operand o;
+  o.buf = load->src[0];
+  o.off = v.offset;
+  o.s_row = v.strides[row_axis];
+  o.s_k = v.strides[k_axis];
+  for (int ax : batch_axes) o.s_batch.push_back(v.strides[ax]);
+  const int64_t rows = full[row_axis], K = full[k_axis];
+  o.k_major = o.s_k == 1;
+  need(o.k_major ? (K % 8 == 0 && o.s_row % 8 == 0) : (o.s_row == 1 && rows % 8 == 0 && o.s_k % 8 == 0));
+  need(o.off % 8 == 0 && o.off >= 0);
+  // every index the copies form stays in int32 (the batch base is 64-bit)
+  int64_t hi = o.off;
+  for (size_t i = 0; i < full.size(); i++) {
+    need(v.strides[i] >= 0);
+    hi += (full[i] - 1) * v.strides[i];
+  }
+  need(hi < (int64_t{1} << 31));
+  for (int64_t s : o.s_batch) need(s % 8 == 0);
+  return o;
+}
+
+Plan plan(const Kernel& k) {
+  need(k.tensor_core && k.use_tensor_cores == 1 && getenv("TC_GEMM", 1) != 0);
+  need(k.opts->device == "CUDA" && k.vars.empty() && k.reduceops.size() == 1);
+  const UOp& ast = k.ast;
+  need(ast->op == Ops::SINK && ast->src.size() == 1);
+  Plan p;
+  p.tc = *k.tensor_core;
+  p.store = ast->src[0];
+  need(p.store->op == Ops::STORE && p.store->src[0]->op == Ops::DEFINE_GLOBAL);
+  p.reduce = k.reduceops[0];
+  const ReduceArg& ra = p.reduce->as<ReduceArg>();
+  need(ra.op == ReduceOps::SUM && p.reduce->dtype == p.tc.dtype_out);
+  UOp mul = p.reduce->src[0];
+  if (mul->op == Ops::CAST) mul = mul->src[0];
+  need(is_mul(mul) && (mul == p.reduce->src[0] || p.reduce->src[0]->dtype == p.tc.dtype_out));
+  auto is_load = [&](const UOp& u) {
+    return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0]->op == Ops::DEFINE_GLOBAL && u->src[1]->op == Ops::SHAPETRACKER &&
+           u->dtype == p.tc.dtype_in;
+  };
+  need(is_load(mul->src[0]) && is_load(mul->src[1]));
+  const ShapeTracker st0 = st_of(mul->src[0]->src[1]).simplify(), st1 = st_of(mul->src[1]->src[1]).simplify();
+  need(!st0.symbolic() && !st1.symbolic() && st0.views.size() == 1 && st1.views.size() == 1);
+  const View &v0 = st0.views[0], &v1 = st1.views[0];
+  need(!v0.mask && !v1.mask);
+  p.full = v0.shape;
+  need(v1.shape == p.full);
+  for (int64_t a : ra.axes)
+    if (p.full[a] > 1) need(p.k_axis < 0), p.k_axis = static_cast<int>(a);
+  need(p.k_axis >= 0);
+  for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
+    if (p.full[i] == 1 || i == p.k_axis) continue;
+    const bool in0 = v0.strides[i] != 0, in1 = v1.strides[i] != 0;
+    if (in0 && !in1) need(p.m_axis < 0), p.m_axis = i;
+    else if (!in0 && in1) need(p.n_axis < 0), p.n_axis = i;
+    else p.batch_axes.push_back(i);
+  }
+  need(p.m_axis >= 0 && p.n_axis >= 0);
+  p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
+  for (int ax : p.batch_axes) p.batch *= p.full[ax];
+  need(p.batch <= 65535);
+  // the epilogue's and the store's indices are int32 too
+  for (const UOp& u : p.store.toposort())
+    if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
+      need(st_of(u->src[1]).real_size() < (int64_t{1} << 31));
+  p.a = operand(mul->src[0], v0, p.m_axis, p.k_axis, p.batch_axes, p.full);
+  p.b = operand(mul->src[1], v1, p.n_axis, p.k_axis, p.batch_axes, p.full);
+  return p;
+}
+
+// ------------------------------------------------------------------ the epilogue: AST after the reduce -> C
+
+struct Epilogue {
+  const CStyleLanguage& r;
+  const Plan& p;
+  std::vector<UOp> idxs;   // per axis of the output: em, en, eb<i>, or 0
+
+  std::string index(const UOp& u) const {
+    switch (u->op) {
+      case Ops::CONST: return r.render_const(u.const_value(), u->dtype);
+      case Ops::DEFINE_VAR: return u->as<std::string>();
+      case Ops::CAST: return r.render_cast(index(u->src[0]), u->dtype);
+      case Ops::ALU: {
+        std::vector<std::string> o;
+        for (const UOp& s : u->src) o.push_back(index(s));
+        const AluOp op = u->is<UnaryOps>() ? AluOp(u->as<UnaryOps>()) : u->is<BinaryOps>() ? AluOp(u->as<BinaryOps>()) : AluOp(u->as<TernaryOps>());
+        auto it = r.code_for_op.find(op);
+        need(it != r.code_for_op.end());
+        return it->second(o, u->dtype);
+      }
+      default: throw NotCovered{};
+    }
+  }
+  std::pair<std::string, std::optional<std::string>> indexed(const UOp& st) const {
+    auto [idx, valid] = to_indexed_uops(st_of(st), idxs);
+    idx = simplify(idx), valid = simplify(valid);
+    std::optional<std::string> v;
+    if (!(valid->op == Ops::CONST && valid.const_value() == ConstType(true))) v = index(valid);
+    return {index(idx), v};
+  }
+  static ConstType ast_value(const UOp& x) {
+    if (x->is<bool>()) return x->as<bool>();
+    if (x->is<int64_t>()) return x->as<int64_t>();
+    return x->as<double>();
+  }
+  std::string value(const UOp& x) const {
+    if (x == p.reduce) return x->dtype == dtypes::float32 ? "acc" : r.render_cast("acc", x->dtype);
+    switch (x->op) {
+      case Ops::LOAD: {
+        need(x->src.size() == 2 && x->src[0]->op == Ops::DEFINE_GLOBAL && x->src[1]->op == Ops::SHAPETRACKER);
+        auto [i, v] = indexed(x->src[1]);
+        const std::string ld = "data" + std::to_string(x->src[0]->as<int64_t>()) + "[" + i + "]";
+        return v ? "(" + *v + "?" + ld + ":" + r.render_const(int64_t{0}, x->dtype) + ")" : ld;
+      }
+      case Ops::CONST: {
+        need(x->src.size() == 1 && x->src[0]->op == Ops::SHAPETRACKER);
+        const std::string c = r.render_const(ast_value(x), x->dtype);
+        auto [i, v] = indexed(x->src[0]);
+        return v ? "(" + *v + "?" + c + ":" + r.render_const(int64_t{0}, x->dtype) + ")" : c;
+      }
+      case Ops::CAST: return r.render_cast(value(x->src[0]), x->dtype);
+      case Ops::BITCAST: return r.render_cast(value(x->src[0]), x->dtype, true);
+      case Ops::ALU: {
+        std::vector<std::string> o;
+        for (const UOp& s : x->src) o.push_back(value(s));
+        const AluOp op = x->is<UnaryOps>() ? AluOp(x->as<UnaryOps>()) : x->is<BinaryOps>() ? AluOp(x->as<BinaryOps>()) : AluOp(x->as<TernaryOps>());
+        auto it = r.code_for_op.find(op);
+        need(it != r.code_for_op.end());
+        return it->second(o, x->dtype);
+      }
+      default: throw NotCovered{};
+    }
+  }
+  std::string store() const {
+    auto [i, v] = indexed(p.store->src[1]);
+    const std::string s = "data" + std::to_string(p.store->src[0]->as<int64_t>()) + "[" + i + "] = " + value(p.store->src[2]) + ";";
+    return v ? "if (" + *v + ") { " + s + " }" : s;
+  }
+};
+
+// ------------------------------------------------------------------ the kernel text
+
+// PTX wrappers. A test compiles the same kernel on the CPU with TG_GEMM_EMU defined and its own warp emulation.
+const char* kHelpers = R"(#ifndef TG_GEMM_EMU
+__device__ __forceinline__ void tg_cp_async16(void* dst, const void* src, int bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tg_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tg_cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void tg_ldsm_x4(unsigned* r, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void tg_ldsm_x4_t(unsigned* r, const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+}
+__device__ __forceinline__ void tg_mma(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.TG_IN.TG_IN.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+)";
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+std::string S(int64_t v) { return std::to_string(v); }
+
+// One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] with the 16-byte chunk index
+// XORed by (row/2)%4 (64-byte rows: 8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
+// [BK][rows] with the chunk XORed by k%8. ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
+std::string tile_copy(const Operand& o, const std::string& name, const std::string& sm, int rows, int threads, int bk, int64_t dim,
+                      int64_t K, const std::string& row0) {
+  const int chunks = rows * bk / 8, iters = chunks / threads;
+  TG_ASSERT(chunks % threads == 0, "tile copy does not divide over the block");
+  std::string s = "#pragma unroll\n    for (int i = 0; i < " + S(iters) + "; i++) {\n      const int c = tid + i * " + S(threads) + ";\n";
+  if (o.k_major) {
+    const int cpr = bk / 8;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(bk) + " + ch * 8;\n";
+    s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
+         " + (ok ? gr * " + S(o.s_row) + " + gk : 0), ok ? 16 : 0);\n";
+  } else {
+    const int cpr = rows / 8;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(bk) + " + r, gr = " + row0 + " + ch * 8;\n";
+    s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
+         " + (ok ? gk * " + S(o.s_k) + " + gr : 0), ok ? 16 : 0);\n";
+  }
+  return s + "    }\n";
+}
+
+// ldmatrix of one 16x16 A fragment (mi) or two 16x8 B fragments (nj, nj+1) for k step kk, into r[4]
+std::string frag_load(const Operand& o, bool is_a, const std::string& sm, int rows, int bk, const std::string& row0) {
+  std::string s;
+  if (o.k_major) {
+    // A: lanes 0-15 rows 0-15 at k 0-7, lanes 16-31 at k 8-15; B: lanes 0-7/16-23 rows 0-7/8-15, lanes 8-15/24-31 k 8-15
+    const std::string row = is_a ? "(lane & 15)" : "((lane & 7) + ((lane >> 4) << 3))", ch = is_a ? "(lane >> 4)" : "((lane >> 3) & 1)";
+    s += "const int rr = " + row0 + " + " + row + ", ch = kk * 2 + " + ch + ";\n";
+    s += "        tg_ldsm_x4(r, " + sm + " + rr * " + S(bk) + " + ((ch ^ ((rr >> 1) & 3)) << 3));";
+  } else {
+    const std::string kr = is_a ? "((lane & 7) + ((lane >> 4) << 3))" : "((lane & 7) + (((lane >> 3) & 1) << 3))",
+                      ch = is_a ? "((lane >> 3) & 1)" : "(lane >> 4)";
+    s += "const int kr = kk * 16 + " + kr + ", ch = (" + row0 + ") / 8 + " + ch + ";\n";
+    s += "        tg_ldsm_x4_t(r, " + sm + " + kr * " + S(rows) + " + ((ch ^ (kr & 7)) << 3));";
+  }
+  return s;
+}
+
+// TC_GEMM_CFG="bm,bn,warps_m,warps_n,stages,min_blocks" picks a block tile (for sweeps); else by the grid's size
+Cfg choose(const Plan& p) {
+  const Cfg big{128, 128, 32, 2, 4, 3, 2}, small{64, 64, 32, 2, 2, 4, 4};
+  if (const std::string e = getenv_str("TC_GEMM_CFG"); !e.empty()) {
+    std::vector<int> v;
+    for (size_t at = 0; at <= e.size();) {
+      const size_t comma = std::min(e.find(',', at), e.size());
+      v.push_back(std::atoi(e.substr(at, comma - at).c_str()));
+      at = comma + 1;
+    }
+    const Cfg c = v.size() == 6 ? Cfg{v[0], v[1], 32, v[2], v[3], v[4], v[5]} : Cfg{};
+    const bool ok = v.size() == 6 && c.warps_m > 0 && c.warps_n > 0 && c.bm % (16 * c.warps_m) == 0 && c.bn % (16 * c.warps_n) == 0 &&
+                    (c.bm * c.bk / 8) % c.threads() == 0 && (c.bn * c.bk / 8) % c.threads() == 0 && c.stages >= 2 && c.min_blocks >= 1 &&
+                    c.stages * (c.bm + c.bn) * c.bk * 2 <= 49152;
+    if (!ok)
+      throw Error("TC_GEMM_CFG=" + e + ": want bm,bn,warps_m,warps_n,stages,min_blocks with bm a multiple of 16*warps_m, bn of " +
+                  "16*warps_n, each tile's 16-byte chunks a multiple of the block's threads, and stages*(bm+bn)*64 bytes <= 48 KiB");
+    return c;
+  }
+  const int64_t tile = getenv("TC_GEMM_TILE", 0);
+  if (tile == 128) return big;
+  if (tile == 64) return small;
+  const int64_t blocks = ((p.M + 127) / 128) * ((p.N + 127) / 128) * p.batch;
+  return blocks >= 128 ? big : small;
+}
+
+// the kernel's opening: headers, the PTX wrappers, the signature (every buffer of the AST by index), the tile
+// order, the batch decomposition and the operands' base pointers ga/gb. Also the epilogue's store statement.
+struct Opening { std::string src, store; };
+Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname, int threads, int min_blocks, int64_t tiles_m,
+                int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers) {
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  std::vector<UOp> globals(1 + [&] {
+    int64_t mx = 0;
+    for (const UOp& u : p.store.toposort())
+      if (u->op == Ops::DEFINE_GLOBAL) mx = std::max(mx, u->as<int64_t>());
+    return mx;
+  }());
+  for (const UOp& u : p.store.toposort())
+    if (u->op == Ops::DEFINE_GLOBAL) globals[u->as<int64_t>()] = u;
+  std::vector<std::string> params;
+  bool bf16 = false;
+  for (size_t i = 0; i < globals.size(); i++) {
+    const DType dt = globals[i] ? globals[i]->dtype.base() : dtypes::uint8;
+    bf16 = bf16 || dt == dtypes::bfloat16;
+    const bool out = globals[i] == p.store->src[0];
+    params.push_back(std::string(out ? "" : "const ") + r.render_dtype(dt) + "* __restrict__ data" + S(static_cast<int64_t>(i)));
+  }
+  Epilogue epi{r, p, {}};
+  for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
+    auto var = [&](const std::string& nm, int64_t n) {
+      return UOp(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, n - 1)}, nm);
+    };
+    if (i == p.m_axis) epi.idxs.push_back(var("em", p.M));
+    else if (i == p.n_axis) epi.idxs.push_back(var("en", p.N));
+    else if (auto it = std::find(p.batch_axes.begin(), p.batch_axes.end(), i); it != p.batch_axes.end())
+      epi.idxs.push_back(var("eb" + S(it - p.batch_axes.begin()), p.full[i]));
+    else epi.idxs.push_back(UOp::const_(dtypes::int32, int64_t{0}));
+  }
+  Opening o;
+  o.store = epi.store();
+  std::string& s = o.src;
+  s = "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n#include <cuda_fp16.h>\n";
+  if (bf16) s += "#include <cuda_bf16.h>\n";
+  const std::string in = p.tc.dtype_in == dtypes::half ? "f16" : "bf16";
+  s += replace_all(kHelpers, "TG_IN", in) + replace_all(extra_helpers, "TG_IN", in);
+  s += "extern \"C\" __global__ void __launch_bounds__(" + S(threads) + ", " + S(min_blocks) + ") " + fname + "(";
+  for (size_t i = 0; i < params.size(); i++) s += (i ? ", " : "") + params[i];
+  s += ") {\n";
+  s += "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n";
+  // groups of 8 tile rows walk the columns together, so that the tiles a wave of blocks reads stay in L2
+  s += "  const int pid = blockIdx.x, gw = 8 * " + S(tiles_n) + ", g0 = (pid / gw) * 8;\n";
+  s += "  const int gsz = min(" + S(tiles_m) + " - g0, 8), tm = g0 + (pid % gw) % gsz, tn = (pid % gw) / gsz;\n";
+  s += "  const int t0 = tm * " + S(tile_m) + ", t1 = tn * " + S(tile_n) + ";\n";
+  std::string boff_a = S(p.a.off), boff_b = S(p.b.off);
+  int64_t rest = p.batch;
+  for (size_t i = 0; i < p.batch_axes.size(); i++) {
+    const int64_t n = p.full[p.batch_axes[i]];
+    rest /= n;
+    s += "  const int eb" + S(static_cast<int64_t>(i)) + " = (blockIdx.z / " + S(rest) + ") % " + S(n) + ";\n";
+    boff_a += " + (long long)eb" + S(static_cast<int64_t>(i)) + " * " + S(p.a.s_batch[i]);
+    boff_b += " + (long long)eb" + S(static_cast<int64_t>(i)) + " * " + S(p.b.s_batch[i]);
+  }
+  s += "  const " + tin + "* ga = data" + S(p.a.buf->as<int64_t>()) + " + (" + boff_a + ");\n";
+  s += "  const " + tin + "* gb = data" + S(p.b.buf->as<int64_t>()) + " + (" + boff_b + ");\n";
+  return o;
+}
+
+// the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill a stage, compute. The refill goes
+// `ahead` tiles ahead into the stage computed on stages-ahead iterations ago: that compute must be finished (the
+// barrier orders it for plain loads; wgmma waits for all but stages-1-ahead groups at the end of compute).
+std::string k_loop(int stages, int ahead, int64_t kt_n, const std::string& before_barrier, const std::string& compute) {
+  std::string s = "  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "#pragma unroll\n  for (int st = 0; st < " + S(ahead) + "; st++) {\n    if (st < KT) load_tile(st, st);\n    tg_cp_commit();\n  }\n";
+  s += "  for (int kt = 0; kt < KT; kt++) {\n";
+  s += "    tg_cp_wait<" + S(ahead - 1) + ">();\n" + before_barrier + "    __syncthreads();\n";
+  s += "    if (kt + " + S(ahead) + " < KT) load_tile((kt + " + S(ahead) + ") % " + S(stages) + ", kt + " + S(ahead) + ");\n";
+  s += "    tg_cp_commit();\n" + compute + "  }\n  tg_cp_wait<0>();\n";
+  return s;
+}
+
+// mma.sync: warps_m x warps_n warps, each a (bm/warps_m) x (bn/warps_n) tile of 16x8 mma tiles; A and B by ldmatrix
+std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const std::string& fname) {
+  const int wm = c.bm / c.warps_m, wn = c.bn / c.warps_n, mi_n = wm / 16, ni_n = wn / 8;
+  const int64_t tiles_m = (p.M + c.bm - 1) / c.bm, tiles_n = (p.N + c.bn - 1) / c.bn;
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_m, tiles_n, c.bm, c.bn, "");
+  std::string s = o.src;
+  s += "  // block tile " + S(c.bm) + "x" + S(c.bn) + "x" + S(c.bk) + ", " + S(c.stages) + " stages, " + S(c.warps_m * c.warps_n) +
+       " warps of " + S(wm) + "x" + S(wn) + " (mma.sync); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  const int m0 = t0, n0 = t1;\n";
+  s += "  __shared__ __align__(128) " + tin + " tg_sa[" + S(c.stages * c.bm * c.bk) + "];\n";
+  s += "  __shared__ __align__(128) " + tin + " tg_sb[" + S(c.stages * c.bn * c.bk) + "];\n";
+  s += "  const int wm0 = (warp / " + S(c.warps_n) + ") * " + S(wm) + ", wn0 = (warp % " + S(c.warps_n) + ") * " + S(wn) + ";\n";
+  s += "  float c[" + S(mi_n) + "][" + S(ni_n) + "][4];\n";
+  s += "#pragma unroll\n  for (int i = 0; i < " + S(mi_n) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " + S(ni_n) +
+       "; j++) c[i][j][0] = c[i][j][1] = c[i][j][2] = c[i][j][3] = 0.0f;\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(p.a, "ga", "tg_sa", c.bm, c.threads(), c.bk, p.M, p.K, "m0") + "    " +
+       tile_copy(p.b, "gb", "tg_sb", c.bn, c.threads(), c.bk, p.N, p.K, "n0") + "  };\n";
+  std::string compute;
+  compute += "    const " + tin + "* sa = tg_sa + (kt % " + S(c.stages) + ") * " + S(c.bm * c.bk) + ";\n";
+  compute += "    const " + tin + "* sb = tg_sb + (kt % " + S(c.stages) + ") * " + S(c.bn * c.bk) + ";\n";
+  compute += "#pragma unroll\n    for (int kk = 0; kk < " + S(c.bk / 16) + "; kk++) {\n";
+  compute += "      unsigned af[" + S(mi_n) + "][4], bf[" + S(ni_n) + "][2];\n";
+  compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++) {\n        unsigned* r = af[mi];\n        " +
+             frag_load(p.a, true, "sa", c.bm, c.bk, "wm0 + mi * 16") + "\n      }\n";
+  compute += "#pragma unroll\n      for (int nj = 0; nj < " + S(ni_n) + "; nj += 2) {\n        unsigned r[4];\n        " +
+             frag_load(p.b, false, "sb", c.bn, c.bk, "wn0 + nj * 8") +
+             "\n        bf[nj][0] = r[0]; bf[nj][1] = r[1]; bf[nj + 1][0] = r[2]; bf[nj + 1][1] = r[3];\n      }\n";
+  compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n        for (int ni = 0; ni < " + S(ni_n) +
+             "; ni++) tg_mma(c[mi][ni], af[mi], bf[ni]);\n    }\n";
+  s += k_loop(c.stages, c.stages - 1, (p.K + c.bk - 1) / c.bk, "", compute);
+  // the epilogue: each lane's accumulators are (row g, cols 2t, 2t+1) and (row g+8, same cols) of every 16x8 tile
+  s += "#pragma unroll\n  for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n  for (int ni = 0; ni < " + S(ni_n) +
+       "; ni++)\n#pragma unroll\n  for (int i = 0; i < 4; i++) {\n";
+  s += "    const int em = m0 + wm0 + mi * 16 + (lane >> 2) + ((i >> 1) << 3), en = n0 + wn0 + ni * 8 + ((lane & 3) << 1) + (i & 1);\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[mi][ni][i];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
+}
+
+// ------------------------------------------------------------------ sm_90: wgmma
+
+// Hopper's warpgroup MMA, m64nNk16: the K-major operand S (B if B is K-major, else A) is read from shared memory
+// through a descriptor; its tile layout above is the hardware's 64-byte swizzle (16-byte chunk ^= (row/2)%4 within
+// 512-byte groups of 8 rows of 64 bytes), so SBO = 512 bytes and a k16 step is +32 bytes of start address. The
+// other operand R goes through registers by ldmatrix (as mma.sync's A fragment): each warp of a warpgroup holds 16
+// of its 64 rows. Each of the block's warpgroups computes 64 R rows x bs S rows.
+struct WgCfg {
+  int wgs, bs, stages, min_blocks, inflight = 0;   // inflight: wgmma groups left running across the next refill
+  int threads() const { return 128 * wgs; }
+  int br() const { return 64 * wgs; }
+};
+
+const char* kWgmmaHelpers = R"(#ifndef TG_GEMM_EMU
+__device__ __forceinline__ void tg_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void tg_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tg_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+// cp.async wrote through the generic proxy; wgmma reads through the async proxy
+__device__ __forceinline__ void tg_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// shared-memory matrix descriptor: start address >> 4, LBO 16 (unused: K-major and swizzled), SBO 512, 64-byte swizzle
+__device__ __forceinline__ unsigned long long tg_desc(const void* p) {
+  const unsigned long long a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (32ull << 32) | (2ull << 62);
+}
+TG_WGMMA_FN
+#endif
+)";
+
+std::string wgmma_fn(int n) {
+  const int nd = n / 2;
+  std::string regs, outs;
+  for (int i = 0; i < nd; i++) {
+    regs += (i ? "," : "") + std::string("%") + S(i);
+    outs += (i ? ", " : "") + std::string("\"+f\"(d[") + S(i) + "])";
+  }
+  return "__device__ __forceinline__ void tg_wgmma(float* d, const unsigned* a, unsigned long long desc) {\n"
+         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + 5) + ", 0;\\n"
+         "wgmma.mma_async.sync.aligned.m64n" + S(n) + "k16.f32.TG_IN.TG_IN {" + regs + "}, {%" + S(nd) + ",%" + S(nd + 1) + ",%" +
+         S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + ", p, 1, 1, 0;\\n}\\n\"\n    : " + outs +
+         "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n}";
+}
+
+std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b) {
+  const Operand &R = s_is_b ? p.a : p.b, &Sop = s_is_b ? p.b : p.a;
+  const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+  const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs;
+  const int bk = 32;
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_r, tiles_s, c.br(), c.bs,
+                      replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)));
+  std::string s = o.src;
+  s += "  // block tile " + S(c.br()) + "x" + S(c.bs) + "x32, " + S(c.stages) + " stages, " + S(c.wgs) + " warpgroups of wgmma m64n" +
+       S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" +
+       S(p.batch) + "\n";
+  s += "  const int r0 = t0, s0 = t1;\n";
+  s += "  const " + tin + "* pr = " + (s_is_b ? "ga" : "gb") + ";\n  const " + tin + "* ps = " + (s_is_b ? "gb" : "ga") + ";\n";
+  s += "  __shared__ __align__(1024) " + tin + " tg_sr[" + S(c.stages * c.br() * bk) + "];\n";
+  s += "  __shared__ __align__(1024) " + tin + " tg_ss[" + S(c.stages * c.bs * bk) + "];\n";
+  s += "  const int wr0 = warp * 16;   // this warp's 16 R rows (warpgroup warp / 4 holds rows 64*(warp/4)..)\n";
+  s += "  float d[" + S(c.bs / 2) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(R, "pr", "tg_sr", c.br(), c.threads(), bk, rdim, p.K, "r0") + "    " +
+       tile_copy(Sop, "ps", "tg_ss", c.bs, c.threads(), bk, sdim, p.K, "s0") + "  };\n";
+  std::string compute;
+  compute += "    const " + tin + "* sr = tg_sr + (kt % " + S(c.stages) + ") * " + S(c.br() * bk) + ";\n";
+  compute += "    const " + tin + "* ss = tg_ss + (kt % " + S(c.stages) + ") * " + S(c.bs * bk) + ";\n";
+  compute += "    unsigned af[2][4];\n#pragma unroll\n    for (int kk = 0; kk < 2; kk++) {\n      unsigned* r = af[kk];\n      " +
+             frag_load(R, true, "sr", c.br(), bk, "wr0") + "\n    }\n";
+  compute += "    tg_wgmma_fence();\n";
+  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) tg_wgmma(d, af[kk], tg_desc(ss + kk * 16));\n";
+  // the next refill overwrites a stage this group reads: wait for it before the next barrier
+  compute += "    tg_wgmma_commit();\n    tg_wgmma_wait<" + S(c.inflight) + ">();\n";
+  s += k_loop(c.stages, c.stages - 1 - c.inflight, (p.K + bk - 1) / bk, "    tg_fence_async_smem();\n", compute);
+  s += "  tg_wgmma_wait<0>();\n";
+  // accumulators: per 8-column block j of the S rows, (R row g, S rows 2t, 2t+1) and (R row g+8, same)
+  s += "#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
+  s += "    const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
+  s += std::string("    const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = d[i];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
+}
+
+// wgmma on sm_90 when one operand is K-major (TC_WGMMA=0: mma.sync). TC_WGMMA_CFG="warpgroups,bs,stages,min_blocks[,inflight]".
+std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
+  if (sm < 90 || getenv("TC_WGMMA", 1) == 0 || !(p.a.k_major || p.b.k_major)) return std::nullopt;
+  if (const std::string e = getenv_str("TC_WGMMA_CFG"); !e.empty()) {
+    int v[5] = {0, 0, 0, 0, 0};
+    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
+    const WgCfg c{v[0], v[1], v[2], v[3], v[4]};
+    const bool ok = (n == 4 || n == 5) && c.inflight >= 0 && c.inflight <= c.stages - 2 && c.wgs >= 1 && c.wgs <= 2 && c.bs >= 16 &&
+                    c.bs <= 256 && c.bs % 16 == 0 && c.stages >= 2 && c.min_blocks >= 1 &&
+                    (c.bs * 4) % c.threads() == 0 && c.stages * (c.br() + c.bs) * 64 <= 49152;
+    if (!ok)
+      throw Error("TC_WGMMA_CFG=" + e + ": want warpgroups (1-2),bs (16..256, a multiple of 16 with bs*4 a multiple of the " +
+                  "threads),stages (>= 2),min_blocks[,inflight (0..stages-2)] with stages*(64*warpgroups+bs)*64 bytes <= 48 KiB");
+    return c;
+  }
+  // H100, 4096^3 / 1024^3 fp16 (bench/tc_notes.md): 2 warpgroups of 64x128 without in-flight groups for large grids;
+  // for small ones (fewer than 128 tiles of 128x128) one warpgroup with one group in flight fills the SMs better
+  const WgCfg big{2, 128, 3, 2, 0}, small{1, 128, 4, 2, 1};
+  const int64_t rdim = p.b.k_major ? p.M : p.N, sdim = p.b.k_major ? p.N : p.M;
+  return ((rdim + 127) / 128) * ((sdim + 127) / 128) * p.batch >= 128 ? big : small;
+}
+
+}  // namespace
+
+bool tc_gemm_applies(const Kernel& k) {
+  try {
+    plan(k);
+    return dynamic_cast<const CStyleLanguage*>(k.opts) != nullptr;
+  } catch (const NotCovered&) {
+    return false;
+  }
+}
+
+std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name) {
+  auto* r = dynamic_cast<const CStyleLanguage*>(k.opts);
+  if (!r) return std::nullopt;
+  try {
+    const Plan p = plan(k);
+    RenderedProgram prg;
+    prg.name = name;
+    prg.function_name = to_function_name(name);
+    prg.device = k.opts->device;
+    auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
+    if (auto wc = choose_wgmma(p, cuda ? cuda->sm : 0)) {
+      // S (the descriptor operand) must be K-major: B when it is, else A
+      const bool s_is_b = p.b.k_major;
+      prg.src = render_wgmma(p, *wc, *r, prg.function_name, s_is_b);
+      const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+      prg.global_size = {((rdim + wc->br() - 1) / wc->br()) * ((sdim + wc->bs - 1) / wc->bs), 1, p.batch};
+      prg.local_size = {wc->threads(), 1, 1};
+    } else {
+      const Cfg c = choose(p);
+      prg.src = render(p, c, *r, prg.function_name);
+      prg.global_size = {((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn), 1, p.batch};
+      prg.local_size = {c.threads(), 1, 1};
+    }
+    for (int64_t g : prg.global_size) prg.global_dims.push_back(UOp::const_(dtypes::int32, g));
+    for (int64_t l : prg.local_size) prg.local_dims.push_back(UOp::const_(dtypes::int32, l));
+    int64_t nb = 0;
+    for (const UOp& u : p.store.toposort())
+      if (u->op == Ops::DEFINE_GLOBAL) nb = std::max(nb, u->as<int64_t>() + 1);
+    prg.n_bufs = static_cast<int>(nb);
+    prg.outs = {p.store->src[0]->as<int64_t>()};
+    prg.op_estimate = 2 * p.M * p.N * p.K * p.batch;
+    prg.mem_estimate = k.mem_estimate();
+    return prg;
+  } catch (const NotCovered&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace tg

@@ -1,0 +1,24 @@
+// The shared-memory tensor-core GEMM (issue 12's second rung): a kernel template instantiated from a Kernel
+// whose reduce took OptOps::TC. The AST gives the operands' strides, the M/N/K/batch axes and the epilogue
+// (everything between the SUM and the STORE: bias, activation, cast); the template gives the main loop:
+// 16-byte cp.async tiles in 3-4 shared-memory stages with a swizzled (bank-conflict-free) layout, ldmatrix
+// into mma.sync.m16n8k16 fragments, a 128x128x32 (or 64x64x32) block tile of 8 (4) warps.
+// M and N edges are predicated (zero-filled copies, guarded stores); K needs only a multiple of 8.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "renderer/renderer.hpp"
+
+namespace tg {
+
+class Kernel;
+
+// The template's program for k (named `name`), or nothing when k is not a GEMM the template covers: no TC opt
+// (or TC=2), not CUDA, TC_GEMM=0, a fused second reduce, symbolic shapes, several M or N axes (conv), operands
+// whose contiguous axis is neither K nor M/N or whose rows are not 16-byte aligned. Those use the WMMA path.
+std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name);
+// whether tc_gemm_program would render k from the template
+bool tc_gemm_applies(const Kernel& k);
+
+}  // namespace tg
