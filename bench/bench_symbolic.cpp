@@ -2,7 +2,7 @@
 // cache[:, :, 0:start_pos+1] (GPT-2 small's heads: H=12, D=64), jitted once with a symbolic
 // start_pos, against the same step captured for each fixed length, at several lengths. Both run
 // in the same process, interleaved in rounds; each figure is the best round's mean per step.
-// Goal (issue 11): symbolic_over_fixed <= 1.1.
+// Goal (issue 11): symbolic_over_fixed <= 1.1. THREADS=1 gives steadier figures on a shared machine.
 // Usage: bench_symbolic [reps=50] [rounds=5] [max=1024]
 #include <algorithm>
 #include <chrono>
