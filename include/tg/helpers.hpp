@@ -35,7 +35,13 @@ class Context {
 // Bumped by every tg::Context change: a setting cached with this number stays valid while it is equal.
 uint64_t context_generation();
 
-inline int debug() { return static_cast<int>(getenv("DEBUG")); }
+// DEBUG, read again only after a tg::Context change: it is checked on every kernel launch
+inline int debug() {
+  thread_local uint64_t seen = 0;
+  thread_local int level = 0;
+  if (const uint64_t g = context_generation(); g != seen) level = static_cast<int>(getenv("DEBUG")), seen = g;
+  return level;
+}
 
 // Global counters (tinygrad's GlobalCounters): ops, memory traffic, kernels, time.
 struct GlobalCounters {

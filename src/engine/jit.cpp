@@ -1,7 +1,8 @@
 // TinyJit (tinygrad 0.9.2 engine/jit.py): call 1 runs, call 2 captures the ExecItems that run,
-// calls 3+ swap in the new input buffers and replay them. JIT=0 turns it off. Variable values
+// calls 3+ swap in the new input buffers and replay them (engine/replay.cpp). Variable values
 // (from `vars` and the inputs' symbolic dims) are the replay's var_vals; symbolic outputs are
-// rebound to them.
+// rebound to them. JIT=0: the function runs every call; JIT=1 (default): replays batch kernels
+// into device graphs where the device has them (CUDA graphs); JIT=2: replays without graphs.
 #include "tg/jit.hpp"
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include "engine/profile.hpp"
 #include "access.hpp"
 #include "engine/realize.hpp"
+#include "engine/replay.hpp"
 #include "lazy/lazy.hpp"
 
 namespace tg {
@@ -38,7 +40,10 @@ std::string names_str(const VarBindings& v) {
   return out + "}";
 }
 void realize_all(std::vector<Tensor>& r) {
-  if (r.empty()) return;
+  // inputs are usually realized already: no schedule to build (a replay pays for every step here)
+  bool all = true;
+  for (const Tensor& t : r) all = all && Access::lazydata(t)->is_realized();
+  if (all) return;
   Tensor first = r[0];
   first.realize(std::vector<Tensor>(r.begin() + 1, r.end()));
 }
@@ -48,9 +53,7 @@ struct TinyJit::State {
   FnV fn;
   std::vector<std::string> var_names;                  // the captured variable set
   int cnt = 0;
-  std::vector<ExecItem> jit_cache;
-  std::vector<std::pair<size_t, size_t>> input_pos;   // (item, buf) of each input use
-  std::vector<size_t> input_idx;                       // which input it is
+  std::unique_ptr<JitReplay> replay;                   // the capture, bound for replays
   std::vector<InputSig> expected;
   std::vector<Tensor> ret;
   VarBindings captured_vals;
@@ -75,7 +78,7 @@ TinyJit::TinyJit(Fn fn) : s_(std::make_shared<State>()) {
 }
 TinyJit::TinyJit(FnV fn) : s_(std::make_shared<State>()) { s_->fn = std::move(fn); }
 int TinyJit::cnt() const { return s_->cnt; }
-size_t TinyJit::captured_kernels() const { return s_->jit_cache.size(); }
+size_t TinyJit::captured_kernels() const { return s_->replay ? s_->replay->captured() : 0; }
 void TinyJit::reset() {
   FnV fn = std::move(s_->fn);
   s_ = std::make_shared<State>();
@@ -118,7 +121,11 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
 
   std::vector<std::string> names;
   for (auto& [k, v] : var_vals) names.push_back(k);
-  if (getenv("JIT", 1) == 0) {
+  thread_local uint64_t seen = 0;   // JIT, read again only after a tg::Context change
+  thread_local int64_t mode = 1;
+  if (const uint64_t g = context_generation(); g != seen) mode = getenv("JIT", 1), seen = g;
+  if (mode < 0 || mode > 2) throw Error("TinyJit: JIT=" + std::to_string(mode) + " is not a mode; use JIT=0 (off), 1 (graphs) or 2 (no graphs)");
+  if (mode == 0) {
     auto r = s.fn(inputs, vars);
     realize_all(r);
     return r;
@@ -130,14 +137,10 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
     if (names != s.var_names)
       throw Error("TinyJit: the variables changed after capture: captured with " + names_str(s.captured_vals) + ", called with " +
                   names_str(var_vals) + "; pass the same Variables on every call (or use a new TinyJit)");
-    for (size_t k = 0; k < s.input_pos.size(); k++) {
-      auto [j, i] = s.input_pos[k];
-      s.jit_cache[j].bufs[i] = input_bufs[s.input_idx[k]];
-    }
     profile::Span span("TinyJit replay");
-    span.arg("kernels", std::to_string(s.jit_cache.size()));
+    if (profile::enabled()) span.arg("kernels", std::to_string(s.replay->captured()));
     const VarVals vv(var_vals.begin(), var_vals.end());
-    for (auto& ei : s.jit_cache) ei.run(vv, false, true);
+    s.replay->run(input_bufs, vv, mode);
     s.cnt++;
     return rebind(s.ret, var_vals);
   }
@@ -152,17 +155,10 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
     s.expected = sig;
     s.var_names = names;
     s.captured_vals = var_vals;
-    s.jit_cache = std::move(captured);
-    for (size_t j = 0; j < s.jit_cache.size(); j++)
-      for (size_t i = 0; i < s.jit_cache[j].bufs.size(); i++)
-        for (size_t k = 0; k < input_bufs.size(); k++)
-          if (s.jit_cache[j].bufs[i] == input_bufs[k]) {
-            s.input_pos.push_back({j, i});
-            s.input_idx.push_back(k);
-          }
-    if (debug() >= 1) std::fprintf(stderr, "JIT captured %zu kernels with %zu inputs\n", s.jit_cache.size(), input_bufs.size());
+    s.replay = std::make_unique<JitReplay>(std::move(captured), input_bufs, names, VarVals(var_vals.begin(), var_vals.end()));
+    if (debug() >= 1) std::fprintf(stderr, "JIT captured %zu kernels with %zu inputs\n", s.replay->captured(), input_bufs.size());
     s.cnt = 2;
-    span.arg("kernels", std::to_string(s.jit_cache.size()));
+    span.arg("kernels", std::to_string(s.replay->captured()));
     return s.ret;
   }
   auto r = s.fn(inputs, vars);

@@ -154,7 +154,8 @@ class CPUProgram : public RuntimeProgram {
 
   double operator()(const std::vector<void*>& bufs, const std::vector<int64_t>& global_size,
                     const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
-    auto t0 = std::chrono::steady_clock::now();
+    // a clock read costs as much as a tiny kernel (tens of ns; more in a VM): only when timed
+    const auto t0 = wait ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     void** b = const_cast<void**>(bufs.data());
     const int* v = vals.data();
     int64_t g = global_size.empty() ? 1 : global_size[0];
@@ -174,6 +175,38 @@ class CPUProgram : public RuntimeProgram {
   std::string name_;
   void* handle_ = nullptr;
   CallFn fn_ = nullptr;
+};
+
+// ---- graph ----
+
+// tinygrad's ClangGraph without its code generation: the batch's calls, each with its own copy of
+// the arguments (as a CUDA graph holds its nodes' parameters), run in order by one launch. The same
+// contract as CUDA graphs, so TinyJit's batching and in-place updates run on every machine.
+class CPUGraph : public DeviceGraph {
+ public:
+  size_t add_kernel(RuntimeProgram& prg, const KernelLaunch& args) override {
+    if (instantiated_) throw Error("CPU graph: add_kernel after instantiate");
+    auto* p = dynamic_cast<CPUProgram*>(&prg);
+    if (!p) throw Error("CPU graph: only CPU kernels can be added");
+    nodes_.push_back({p, args});
+    return nodes_.size() - 1;
+  }
+  void instantiate() override { instantiated_ = true; }
+  void update(size_t node, const KernelLaunch& args) override {
+    if (!instantiated_ || node >= nodes_.size()) throw Error("CPU graph: update of node " + std::to_string(node) + " before instantiate or out of range");
+    nodes_[node].args = args;
+  }
+  double launch(bool wait) override {
+    if (!instantiated_) throw Error("CPU graph: launch before instantiate");
+    const auto t0 = wait ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    for (Node& n : nodes_) (*n.prg)(n.args.bufs, n.args.global_size, n.args.local_size, n.args.vals, false);
+    return wait ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : 0;
+  }
+
+ private:
+  struct Node { CPUProgram* prg; KernelLaunch args; };
+  std::vector<Node> nodes_;
+  bool instantiated_ = false;
 };
 
 // ---- memory ----
@@ -202,6 +235,7 @@ class CPUDevice : public Compiled {
   std::unique_ptr<RuntimeProgram> runtime(const std::string& fn_name, const std::string& lib) override {
     return std::make_unique<CPUProgram>(fn_name, lib);
   }
+  std::unique_ptr<DeviceGraph> graph() override { return std::make_unique<CPUGraph>(); }
   std::string renderer_kind() const override { return "C"; }
   // gcc has no __fp16 on x86; clang's __fp16 computes in float, as tinygrad's CLANG device does
   std::string c_half_type() const override {

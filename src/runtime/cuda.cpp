@@ -19,6 +19,7 @@
 
 #include "runtime/device.hpp"
 #include "tg/helpers.hpp"
+#include "uop/uop.hpp"   // TG_ASSERT
 
 namespace tg {
 
@@ -34,8 +35,23 @@ using CUmodule = void*;
 using CUfunction = void*;
 using CUstream = void*;
 using CUevent = void*;
+using CUgraph = void*;
+using CUgraphNode = void*;
+using CUgraphExec = void*;
 using nvrtcProgram = void*;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+
+// cuda.h's CUDA_KERNEL_NODE_PARAMS_v2; its first fields are the v1 struct, so the same pointer suits
+// the unversioned (v1) entry points of drivers older than CUDA 12
+struct KernelNodeParams {
+  CUfunction func;
+  unsigned grid[3], block[3];
+  unsigned shared_mem_bytes;
+  void** kernel_params;
+  void** extra;
+  void* kern;   // CUkernel, used only when func is null
+  CUcontext ctx;
+};
 
 struct CudaApi {
   CUresult (*cuInit)(unsigned);
@@ -65,6 +81,15 @@ struct CudaApi {
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*cuMemcpyDtoHAsync_v2)(void*, CUdeviceptr, size_t, CUstream);
+  // CUDA graphs (optional: without them TinyJit replays kernel by kernel)
+  CUresult (*cuGraphCreate)(CUgraph*, unsigned);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const KernelNodeParams*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const KernelNodeParams*);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  std::string graph_error;    // why graphs are unusable; empty when they loaded
 
   int (*nvrtcVersion)(int*, int*);
   int (*nvrtcCreateProgram)(nvrtcProgram*, const char*, const char*, int, const char* const*, const char* const*);
@@ -117,6 +142,17 @@ const CudaApi& api() {
     TG_CU(cuMemcpyHtoDAsync_v2); TG_CU(cuMemcpyDtoHAsync_v2);
 #undef TG_CU
     if (!err.empty()) { a.error = "libcuda.so.1 is too old: " + err; return a; }
+    {
+      std::string gerr;
+      // CUDA 12's headers name the _v2 entry points; older drivers have only the v1 ones
+      if (!load_sym(cu, "cuGraphAddKernelNode_v2", a.cuGraphAddKernelNode, gerr)) gerr.clear(), load_sym(cu, "cuGraphAddKernelNode", a.cuGraphAddKernelNode, gerr);
+      if (!load_sym(cu, "cuGraphExecKernelNodeSetParams_v2", a.cuGraphExecKernelNodeSetParams, gerr))
+        gerr.clear(), load_sym(cu, "cuGraphExecKernelNodeSetParams", a.cuGraphExecKernelNodeSetParams, gerr);
+      load_sym(cu, "cuGraphCreate", a.cuGraphCreate, gerr); load_sym(cu, "cuGraphDestroy", a.cuGraphDestroy, gerr);
+      load_sym(cu, "cuGraphInstantiateWithFlags", a.cuGraphInstantiateWithFlags, gerr); load_sym(cu, "cuGraphLaunch", a.cuGraphLaunch, gerr);
+      load_sym(cu, "cuGraphExecDestroy", a.cuGraphExecDestroy, gerr);
+      if (!gerr.empty()) a.graph_error = "libcuda.so.1 has no CUDA graphs (" + gerr + "); needs a CUDA 11.4+ driver";
+    }
     std::vector<std::string> cands = nvrtc_candidates();
     void* rt = nullptr;
     for (auto& c : cands)
@@ -133,11 +169,17 @@ const CudaApi& api() {
   return a;
 }
 
-void check(CUresult r, const std::string& what) {
-  if (r == 0) return;
+[[noreturn]] void fail(CUresult r, const std::string& what) {
   const char* s = nullptr;
   api().cuGetErrorString(r, &s);
   throw Error("CUDA error " + std::to_string(r) + " (" + (s ? s : "unknown") + ") in " + what);
+}
+void check(CUresult r, const std::string& what) {
+  if (r != 0) fail(r, what);
+}
+// for the per-launch calls: a literal builds no std::string unless the call failed
+void check(CUresult r, const char* what) {
+  if (r != 0) fail(r, what);
 }
 
 // ---- compiler ----
@@ -284,6 +326,42 @@ class CUDAAllocator : public Allocator {
 
 // ---- program ----
 
+// cuLaunchKernel's kernelParams: a pointer to each argument's value (buffer addresses, then ints),
+// on the stack for the usual few arguments
+class ParamSlots {
+ public:
+  ParamSlots(const std::vector<void*>& bufs, const std::vector<int>& vals) : n_(bufs.size() + vals.size()) {
+    if (n_ > kInline) heap_vals_.resize(n_), heap_ptrs_.resize(n_);
+    uint64_t* v = n_ > kInline ? heap_vals_.data() : vals_;
+    void** p = n_ > kInline ? heap_ptrs_.data() : ptrs_;
+    size_t i = 0;
+    for (void* b : bufs) v[i] = reinterpret_cast<CUdeviceptr>(b), p[i] = &v[i], i++;
+    for (int x : vals) {
+      int32_t x32 = x;
+      std::memcpy(&v[i], &x32, sizeof(x32));   // the kernel reads 4 bytes for an int
+      p[i] = &v[i], i++;
+    }
+  }
+  ParamSlots(const ParamSlots&) = delete;
+  ParamSlots& operator=(const ParamSlots&) = delete;
+  void** ptrs() { return n_ > kInline ? heap_ptrs_.data() : ptrs_; }
+ private:
+  static constexpr size_t kInline = 16;
+  size_t n_;
+  uint64_t vals_[kInline];
+  void* ptrs_[kInline];
+  std::vector<uint64_t> heap_vals_;
+  std::vector<void*> heap_ptrs_;
+};
+
+// grid and block from global and local sizes (missing dims are 1)
+void launch_dims(const std::vector<int64_t>& global_size, const std::vector<int64_t>& local_size, unsigned g[3], unsigned l[3]) {
+  for (size_t i = 0; i < 3; i++) {
+    g[i] = i < global_size.size() ? static_cast<unsigned>(global_size[i]) : 1;
+    l[i] = i < local_size.size() ? static_cast<unsigned>(local_size[i]) : 1;
+  }
+}
+
 class CUDAProgram : public RuntimeProgram {
  public:
   CUDAProgram(CUcontext ctx, CUstream stream, const std::string& name, const std::string& lib) : ctx_(ctx), stream_(stream), name_(name) {
@@ -300,21 +378,16 @@ class CUDAProgram : public RuntimeProgram {
                     const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
     const CudaApi& a = api();
     check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    std::vector<CUdeviceptr> ptrs(bufs.size());
-    std::vector<int> ints(vals);
-    std::vector<void*> params;
-    for (size_t i = 0; i < bufs.size(); i++) ptrs[i] = reinterpret_cast<CUdeviceptr>(bufs[i]), params.push_back(&ptrs[i]);
-    for (auto& v : ints) params.push_back(&v);
-    unsigned g[3] = {1, 1, 1}, l[3] = {1, 1, 1};
-    for (size_t i = 0; i < 3 && i < global_size.size(); i++) g[i] = static_cast<unsigned>(global_size[i]);
-    for (size_t i = 0; i < 3 && i < local_size.size(); i++) l[i] = static_cast<unsigned>(local_size[i]);
+    ParamSlots params(bufs, vals);
+    unsigned g[3], l[3];
+    launch_dims(global_size, local_size, g, l);
     CUevent ev[2] = {nullptr, nullptr};
     if (wait) {
       for (auto& e : ev) check(a.cuEventCreate(&e, 0), "cuEventCreate");
       check(a.cuEventRecord(ev[0], stream_), "cuEventRecord");
     }
-    check(a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, stream_, params.data(), nullptr),
-          "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
+    if (CUresult r = a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, stream_, params.ptrs(), nullptr); r != 0)
+      fail(r, "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
     if (!wait) return 0;
     check(a.cuEventRecord(ev[1], stream_), "cuEventRecord");
     check(a.cuEventSynchronize(ev[1]), "kernel " + name_);
@@ -323,6 +396,8 @@ class CUDAProgram : public RuntimeProgram {
     for (auto& e : ev) a.cuEventDestroy_v2(e);
     return ms * 1e-3;
   }
+  CUfunction function() const { return fn_; }
+  const std::string& name() const { return name_; }
 
  private:
   CUcontext ctx_;
@@ -330,6 +405,80 @@ class CUDAProgram : public RuntimeProgram {
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
   std::string name_;
+};
+
+// ---- graphs (tinygrad's runtime/graph/cuda.py) ----
+
+// Kernel nodes in a chain (each depends on the one before), instantiated once; update() rewrites a
+// node's parameters in the executable graph with cuGraphExecKernelNodeSetParams.
+class CUDAGraph : public DeviceGraph {
+ public:
+  CUDAGraph(CUcontext ctx, CUstream stream) : ctx_(ctx), stream_(stream) {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(api().cuGraphCreate(&graph_, 0), "cuGraphCreate");
+  }
+  ~CUDAGraph() override {
+    api().cuCtxSetCurrent(ctx_);
+    if (exec_) api().cuGraphExecDestroy(exec_);
+    if (graph_) api().cuGraphDestroy(graph_);
+    for (auto& e : ev_) if (e) api().cuEventDestroy_v2(e);
+  }
+  size_t add_kernel(RuntimeProgram& prg, const KernelLaunch& args) override {
+    TG_ASSERT(!exec_, "CUDAGraph: add_kernel after instantiate");
+    auto* cp = dynamic_cast<CUDAProgram*>(&prg);
+    TG_ASSERT(cp, "CUDAGraph: a kernel of another device in a CUDA graph");
+    ParamSlots params(args.bufs, args.vals);
+    KernelNodeParams np = node_params(cp->function(), args, params);
+    CUgraphNode node = nullptr;
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    const CUgraphNode* dep = nodes_.empty() ? nullptr : &nodes_.back();
+    check(api().cuGraphAddKernelNode(&node, graph_, dep, dep ? 1 : 0, &np), "cuGraphAddKernelNode " + cp->name());
+    nodes_.push_back(node);
+    fns_.push_back(cp->function());
+    return nodes_.size() - 1;
+  }
+  void instantiate() override {
+    check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    check(api().cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate (" + std::to_string(nodes_.size()) + " kernels)");
+  }
+  void update(size_t node, const KernelLaunch& args) override {
+    TG_ASSERT(exec_ && node < nodes_.size(), "CUDAGraph: update of node " + std::to_string(node) + " before instantiate or out of range");
+    ParamSlots params(args.bufs, args.vals);
+    KernelNodeParams np = node_params(fns_[node], args, params);
+    check(api().cuGraphExecKernelNodeSetParams(exec_, nodes_[node], &np), "cuGraphExecKernelNodeSetParams");
+  }
+  double launch(bool wait) override {
+    TG_ASSERT(exec_, "CUDAGraph: launch before instantiate");
+    const CudaApi& a = api();
+    check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
+    if (wait) {
+      for (auto& e : ev_) if (!e) check(a.cuEventCreate(&e, 0), "cuEventCreate");
+      check(a.cuEventRecord(ev_[0], stream_), "cuEventRecord");
+    }
+    if (CUresult r = a.cuGraphLaunch(exec_, stream_); r != 0) fail(r, "cuGraphLaunch (" + std::to_string(nodes_.size()) + " kernels)");
+    if (!wait) return 0;
+    check(a.cuEventRecord(ev_[1], stream_), "cuEventRecord");
+    check(a.cuEventSynchronize(ev_[1]), "graph of " + std::to_string(nodes_.size()) + " kernels");
+    float ms = 0;
+    a.cuEventElapsedTime(&ms, ev_[0], ev_[1]);
+    return ms * 1e-3;
+  }
+
+ private:
+  static KernelNodeParams node_params(CUfunction fn, const KernelLaunch& args, ParamSlots& params) {
+    KernelNodeParams np{};
+    np.func = fn;
+    launch_dims(args.global_size, args.local_size, np.grid, np.block);
+    np.kernel_params = params.ptrs();   // the driver copies the values now
+    return np;
+  }
+  CUcontext ctx_;
+  CUstream stream_;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+  std::vector<CUgraphNode> nodes_;
+  std::vector<CUfunction> fns_;
+  CUevent ev_[2] = {nullptr, nullptr};
 };
 
 class CUDADevice : public Compiled {
@@ -351,6 +500,13 @@ class CUDADevice : public Compiled {
   Compiler& compiler() override { return *compiler_; }
   std::unique_ptr<RuntimeProgram> runtime(const std::string& fn_name, const std::string& lib) override {
     return std::make_unique<CUDAProgram>(ctx_, stream_, fn_name, lib);
+  }
+  std::unique_ptr<DeviceGraph> graph() override {
+    if (!api().graph_error.empty()) {
+      if (debug() >= 1) std::fprintf(stderr, "CUDA graphs unavailable: %s\n", api().graph_error.c_str());
+      return nullptr;
+    }
+    return std::make_unique<CUDAGraph>(ctx_, stream_);
   }
   void synchronize() override {
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");

@@ -53,6 +53,26 @@ class RuntimeProgram {
                             const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) = 0;
 };
 
+// Launch arguments of one kernel as a runtime takes them: buffer handles, then int variable values.
+struct KernelLaunch {
+  std::vector<void*> bufs;
+  std::vector<int> vals;
+  std::vector<int64_t> global_size{1, 1, 1}, local_size{1, 1, 1};
+  bool operator==(const KernelLaunch&) const = default;
+};
+
+// A device-side batch of kernels (tinygrad's GraphRunner backends; CUDA graphs): recorded once,
+// launched with one call, each kernel running after the one added before it. A kernel's arguments
+// and launch dims are changed in place (no rebuild) before the next launch.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual size_t add_kernel(RuntimeProgram& prg, const KernelLaunch& args) = 0;   // before instantiate(); its node index
+  virtual void instantiate() = 0;
+  virtual void update(size_t node, const KernelLaunch& args) = 0;                // after instantiate()
+  virtual double launch(bool wait) = 0;   // queued on the device's stream; the run time in seconds when wait, else 0
+};
+
 class Compiled {
  public:
   explicit Compiled(std::string name_) : name(std::move(name_)) {}
@@ -65,6 +85,8 @@ class Compiled {
   virtual Compiler& compiler();   // DISK: throws
   virtual std::unique_ptr<RuntimeProgram> runtime(const std::string& fn_name, const std::string& lib);
   virtual void synchronize() {}
+  // A new, empty device graph; nullptr where the device has none (CPU, or a driver without graphs).
+  virtual std::unique_ptr<DeviceGraph> graph() { return nullptr; }
   virtual std::string renderer_kind() const { return ""; }   // "C", "CUDA"; "" can't run kernels
   virtual std::string arch() const { return ""; }            // "sm_90" on CUDA
   virtual std::string c_half_type() const { return ""; }     // CPU: "__fp16" with clang, "_Float16" with gcc

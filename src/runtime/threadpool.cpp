@@ -13,12 +13,19 @@ ThreadPool& ThreadPool::global() {
 }
 
 int ThreadPool::default_threads() {
+  // read per kernel launch: the env lookup (a lock, a map, a string) only when a Context changed
+  thread_local uint64_t seen_generation = 0;
+  thread_local int cached = 0;
+  const uint64_t gen = context_generation();
+  if (gen == seen_generation) return cached;
   int64_t n = getenv("THREADS", 0);
   if (n < 0) throw Error("THREADS=" + std::to_string(n) + " must be positive (or unset for all cores)");
   // hardware_concurrency reads sysfs (open/read/close) on every call: once per process, not per kernel
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (n == 0) n = cores;
-  return static_cast<int>(n);
+  cached = static_cast<int>(n);
+  seen_generation = gen;
+  return cached;
 }
 
 ThreadPool::~ThreadPool() {
