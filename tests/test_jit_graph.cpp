@@ -110,7 +110,7 @@ TEST_P(JitGraph, SymbolicVariableAcrossBatches) {
     Snapshot s0;
     for (size_t c = 0; c < lens.size(); c++) {
       std::vector<Tensor> out = jit(inputs[c], {n.bind(lens[c])});
-      ASSERT_EQ(out[0].shape(), (Shape{lens[c]})) << "call " << c;
+      ASSERT_EQ(out[0].sym_shape()[0].value(), lens[c]) << "call " << c;   // shape() throws on a symbolic dim (API.md)
       std::vector<float> flat = vals(out[0]);
       flat.push_back(vals(out[1])[0]);
       got[static_cast<size_t>(mode)].push_back(flat);

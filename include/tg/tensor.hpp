@@ -116,7 +116,7 @@ class Tensor {
   Tensor ones_like(Opts opts = {}) const;
 
   // ---- properties and data
-  const Shape& shape() const;
+  const Shape& shape() const;            // tg::Error if a dim is symbolic (see sym_shape())
   DType dtype() const;
   std::string device() const;
   int64_t ndim() const;
@@ -161,7 +161,8 @@ class Tensor {
   Tensor shrink_sym(const std::vector<std::pair<sint, sint>>& arg) const;
   Tensor pad_sym(const std::vector<std::pair<sint, sint>>& arg, double value = 0) const;
   std::vector<sint> sym_shape() const;     // dims as expressions (constants when concrete)
-  bool is_symbolic() const;                // some dim holds a Variable; shape() then gives the bound values
+  bool is_symbolic() const;                // its view depends on a Variable (a dim, or e.g. a shrink's offset);
+                                           // shape() throws tg::Error when a dim does: use sym_shape()
 
   // ---- movement
   Tensor reshape(Shape shape) const;       // one -1 is inferred

@@ -307,6 +307,17 @@ void Kernel::simplify_merge_adjacent() {
 // ******************** opts ********************
 
 void Kernel::apply_opt(const Opt& opt, bool append_opt) {
+  if (!skip_failed_opts) return apply_opt_(opt, append_opt);
+  Kernel saved = *this;
+  try {
+    apply_opt_(opt, append_opt);
+  } catch (const KernelOptError& e) {
+    if (debug() >= 4) std::cout << "skipped " << opt.str() << ": " << e.what() << "\n";
+    *this = std::move(saved);
+  }
+}
+
+void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   opt_check(!dont_use_locals || (opt.op != OptOps::LOCAL && opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP &&
                                  opt.op != OptOps::UPCASTMID),
             "not using locals");

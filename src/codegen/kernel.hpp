@@ -114,6 +114,9 @@ class Kernel {
 
   // the optimizations
   void apply_opt(const Opt& opt, bool append_opt = true);   // KernelOptError when it doesn't apply
+  // set for kernels with symbolic dims: the heuristics read a symbolic dim at its max, so an opt they
+  // pick may not apply there; apply_opt then leaves the kernel as it was and the heuristics go on
+  bool skip_failed_opts = false;
   Kernel& required_optimizations();
   Kernel& hand_coded_optimizations();                        // heuristic.cpp
   // OptOps::TC then (unless extra_opts) tinygrad's hand-coded upcasts/locals for it. use_tensor_cores: TC env
@@ -141,6 +144,7 @@ class Kernel {
 
  private:
   void upcast();
+  void apply_opt_(const Opt& opt, bool append_opt);
   std::optional<TensorCoreOptions> create_tc_opts(const UOp& reduceop, const TensorCore& tc, int64_t axis, int64_t opt_level);
   bool apply_tc_opt(int64_t use_tensor_cores, int64_t axis, int64_t opt_level);
   bool apply_tensor_cores_at(int64_t use_tensor_cores, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, int64_t level);

@@ -249,7 +249,11 @@ class Lowerer {
     const bool local = !is_const && x->src[0]->op == Ops::DEFINE_LOCAL;
     const std::vector<UOp>& idxs = ctxs_[ctx].idx;
     auto [idx, valid] = to_indexed_uops(st_of(st), idxs);
-    if (is_const) return valid.where(UOp::const_(x->dtype, ast_const(x)), UOp::const_(x->dtype, int64_t{0}));
+    if (is_const) {
+      // a symbolic CONST carries its value as a second source: an int expression of DEFINE_VARs
+      UOp v = x->src.size() > 1 ? to_uop(x->src[1], ctx).cast(x->dtype) : UOp::const_(x->dtype, ast_const(x));
+      return valid.where(v, UOp::const_(x->dtype, int64_t{0}));
+    }
     const UOp& buf = x->src[0];
     if (x->op == Ops::LOAD) {
       std::vector<UOp> src{buf, idx};

@@ -78,7 +78,7 @@ std::pair<std::string, const char*> op_text(const LazyBuffer& b) {
         else if constexpr (std::is_same_v<T, ReduceOps>) return {after_dot(to_string(op)), kReduceColor};
         else if constexpr (std::is_same_v<T, MetaOps>) {
           std::string t = after_dot(to_string(op));
-          if (op == MetaOps::CONST) t += " " + const_str(std::get<ConstType>(b.arg));
+          if (op == MetaOps::CONST) t += " " + (std::holds_alternative<sint>(b.arg) ? std::get<sint>(b.arg).render() : const_str(std::get<ConstType>(b.arg)));
           return {t, kMetaColor};
         } else return {after_dot(to_string(op)), kAluColor};
       },

@@ -5,6 +5,7 @@
 // into device graphs where the device has them (CUDA graphs); JIT=2: replays without graphs.
 #include "tg/jit.hpp"
 
+#include <map>
 #include <cstdio>
 
 #include "engine/profile.hpp"
@@ -57,6 +58,9 @@ struct TinyJit::State {
   std::vector<InputSig> expected;
   std::vector<Tensor> ret;
   VarBindings captured_vals;
+  // each variable's [min, max] in the captured kernels: their buffers are sized for max, so a
+  // same-named Variable with a wider range must not replay them
+  std::map<std::string, std::pair<int64_t, int64_t>> var_ranges;
 };
 
 namespace {
@@ -137,6 +141,10 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
     if (names != s.var_names)
       throw Error("TinyJit: the variables changed after capture: captured with " + names_str(s.captured_vals) + ", called with " +
                   names_str(var_vals) + "; pass the same Variables on every call (or use a new TinyJit)");
+    for (auto& [k, v] : var_vals)
+      if (auto it = s.var_ranges.find(k); it != s.var_ranges.end() && (v < it->second.first || v > it->second.second))
+        throw Error("TinyJit: variable '" + k + "' = " + std::to_string(v) + " is outside the range [" + std::to_string(it->second.first) +
+                    ", " + std::to_string(it->second.second) + "] the capture was compiled for; use the same Variable (name and range) on every call");
     profile::Span span("TinyJit replay");
     if (profile::enabled()) span.arg("kernels", std::to_string(s.replay->captured()));
     const VarVals vv(var_vals.begin(), var_vals.end());
@@ -155,6 +163,9 @@ std::vector<Tensor> TinyJit::operator()(const std::vector<Tensor>& inputs_in, co
     s.expected = sig;
     s.var_names = names;
     s.captured_vals = var_vals;
+    for (const ExecItem& ei : captured)
+      if (auto* cr = dynamic_cast<const CompiledRunner*>(ei.prg.get()))
+        for (size_t i = 0; i < cr->p.vars.size() && i < cr->p.var_ranges.size(); i++) s.var_ranges[cr->p.vars[i]] = cr->p.var_ranges[i];
     s.replay = std::make_unique<JitReplay>(std::move(captured), input_bufs, names, VarVals(var_vals.begin(), var_vals.end()));
     if (debug() >= 1) std::fprintf(stderr, "JIT captured %zu kernels with %zu inputs\n", s.replay->captured(), input_bufs.size());
     s.cnt = 2;

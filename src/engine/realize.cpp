@@ -105,6 +105,11 @@ std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& buf
   for (const std::string& v : p.vars) {
     auto it = var_vals.find(v);
     if (it == var_vals.end()) throw Error("kernel " + p.function_name + " needs a value for variable '" + v + "'; bind it before realizing");
+    // its buffers hold the variable's max: a value outside the compiled range would read past them
+    if (size_t i = vals.size(); i < p.var_ranges.size() && (it->second < p.var_ranges[i].first || it->second > p.var_ranges[i].second))
+      throw Error("kernel " + p.function_name + ": variable '" + v + "' = " + std::to_string(it->second) + " is outside the range [" +
+                  std::to_string(p.var_ranges[i].first) + ", " + std::to_string(p.var_ranges[i].second) +
+                  "] it was compiled for; use the same Variable (name and range) on every call");
     vals.push_back(static_cast<int>(it->second));
   }
   TG_ASSERT(static_cast<int>(ptrs.size()) >= p.n_bufs, "kernel " + p.function_name + " needs " + std::to_string(p.n_bufs) + " buffers");
@@ -184,17 +189,10 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
   auto k = std::make_unique<Kernel>(ast, renderer);
   k->required_optimizations();
   if (getenv("NOOPT")) return k;
-  if (k->vars.empty()) {
-    k->hand_coded_optimizations();
-  } else {
-    // the heuristics assume concrete dims: an opt that lands on a symbolic dim drops them all
-    try {
-      k->hand_coded_optimizations();
-    } catch (const KernelOptError&) {
-      k = std::make_unique<Kernel>(ast, renderer);
-      k->required_optimizations();
-    }
-  }
+  // the heuristics read symbolic dims at their max: an opt they can't apply there is skipped, the rest stay
+  k->skip_failed_opts = !k->vars.empty();
+  k->hand_coded_optimizations();
+  k->skip_failed_opts = false;
   if (const int64_t beam = getenv("BEAM"); beam >= 1) {
     Kernel kb(ast, renderer);
     kb.required_optimizations();

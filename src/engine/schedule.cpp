@@ -267,6 +267,17 @@ class GroupLowerer {
   VarBindings var_vals_;
   // kernel ASTs hold unbound trackers (one kernel per expression); the values go with the item
   UOp sst(const ShapeTracker& st) { return st_uop(st.unbind(&var_vals_)); }
+  // a symbolic CONST's value: the unbound expression (int32, over DEFINE_VARs); its values join the item's
+  UOp unbind_value(const sint& v) {
+    for (auto& [k, x] : v.bindings()) {
+      auto [it, fresh] = var_vals_.emplace(k, x);
+      if (!fresh && it->second != x)
+        throw Error("schedule: Variable " + k + " is bound to both " + std::to_string(it->second) + " and " + std::to_string(x) +
+                    " in one kernel; bind it to one value");
+    }
+    const UOp& u = Access::uop(v.unbind());
+    return u->dtype == dtypes::int32 ? u : u.cast(dtypes::int32);
+  }
 
   const std::vector<LB>& outs_;
   const LBSet& realizes_;
@@ -387,8 +398,10 @@ class GroupLowerer {
 
   UOp load_or_const(LB buf, const ShapeTracker& st_in) {
     ShapeTracker st = st_in.simplify();
-    if (buf->op_is(MetaOps::CONST) && !buf->realized())
+    if (buf->op_is(MetaOps::CONST) && !buf->realized()) {
+      if (auto v = std::get_if<sint>(&buf->arg)) return UOp(Ops::CONST, buf->dtype, {sst(st), unbind_value(*v)});
       return UOp(Ops::CONST, buf->dtype, {sst(st)}, const_arg(std::get<ConstType>(buf->arg)));
+    }
     if (auto it = assign_targets_.find(buf); it != assign_targets_.end()) {
       // the target is read and written in place: only an unpermuted (possibly shrunk) view is safe
       bool ok = st.contiguous();

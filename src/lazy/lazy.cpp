@@ -66,7 +66,7 @@ std::optional<double> const_val(LazyBuffer& x) {
 LazyBufferPtr LazyBuffer::create(const std::string& device, const ShapeTracker& st, DType dtype, LBOp op, LBArg arg,
                                  std::vector<LazyBufferPtr> srcs, LazyBufferPtr base) {
   if (prod(st.shape()) == 0) { op = MetaOps::CONST; arg = ConstType{int64_t{0}}; srcs.clear(); base = nullptr; }
-  if (std::holds_alternative<MetaOps>(op) && std::get<MetaOps>(op) == MetaOps::CONST)
+  if (std::holds_alternative<MetaOps>(op) && std::get<MetaOps>(op) == MetaOps::CONST && std::holds_alternative<ConstType>(arg))
     arg = dtypes::as_const(std::get<ConstType>(arg), dtype);
   auto ret = std::make_shared<LazyBuffer>();
   ret->device = device;
@@ -149,7 +149,11 @@ bool LazyBuffer::is_realized() { return base()->realized(); }
 
 bool LazyBuffer::is_unrealized_const() {
   LazyBufferPtr b = base();
-  return !b->realized() && b->op_is(MetaOps::CONST);
+  return !b->realized() && b->op_is(MetaOps::CONST) && std::holds_alternative<ConstType>(b->arg);
+}
+bool LazyBuffer::is_symbolic_const() {
+  LazyBufferPtr b = base();
+  return !b->realized() && b->op_is(MetaOps::CONST) && std::holds_alternative<sint>(b->arg);
 }
 
 bool LazyBuffer::is_unrealized_unmasked_const() {
@@ -205,6 +209,8 @@ LazyBufferPtr LazyBuffer::cast(DType to, bool bitcast, bool allow_buffer_view) {
     throw Error("cast: can't cast a DISK buffer from " + dtype.str() + " to " + to.str() + "; bitcast it or copy it to a device first");
   if (is_unrealized_unmasked_const() && !bitcast)
     return create(device, st, to, MetaOps::CONST, dtypes::as_const(std::get<ConstType>(base()->arg), to));
+  if (is_symbolic_const() && !bitcast && std::all_of(st.views.begin(), st.views.end(), [](const View& v) { return !v.mask; }))
+    return create(device, st, to, MetaOps::CONST, base()->arg);   // the kernel casts the Variable's value
   Shape new_shape = shape();
   if (bitcast && dtype.itemsize() != to.itemsize()) {
     if (!is_disk(device))
@@ -232,7 +238,7 @@ LazyBufferPtr LazyBuffer::copy_to_device(const std::string& to, bool force) {
   if (!force && st.contiguous() && size() == b->size() && !b->realized() && b->op_is(MetaOps::COPY))
     return b->srcs[0]->copy_to_device(to)->reshape(shape());
   // a const is made on the new device
-  if (is_unrealized_const()) return metaop(MetaOps::CONST, {}, dtype, to, b->arg)->view_(st);
+  if (is_unrealized_const() || is_symbolic_const()) return metaop(MetaOps::CONST, {}, dtype, to, b->arg)->view_(st);
   // a shrink is made contiguous first so only the needed elements move
   if (prod(shape()) < prod(b->shape())) return contiguous()->copy_(to);
   return b->copy_(to)->view_(st);

@@ -21,8 +21,10 @@ using LazyBufferPtr = std::shared_ptr<LazyBuffer>;
 // The op of a base LazyBuffer.
 using LBOp = std::variant<std::monostate, MetaOps, UnaryOps, BinaryOps, TernaryOps, ReduceOps>;
 // Its arg: CONST value, CAST/BITCAST target dtype, reduce axes (sorted), ASSIGN target view (only when the
-// target view isn't contiguous), COPY byte count. CUSTOM carries no callable yet.
-using LBArg = std::variant<std::monostate, ConstType, DType, std::vector<int64_t>, ShapeTracker, int64_t>;
+// target view isn't contiguous), COPY byte count. CUSTOM carries no callable yet. A CONST may hold a
+// sint of bound Variables instead of a number (tinygrad's Tensor.from_node): a mean's divisor over a
+// symbolic axis; kernels read it as the Variable, so one kernel serves every value.
+using LBArg = std::variant<std::monostate, ConstType, DType, std::vector<int64_t>, ShapeTracker, int64_t, sint>;
 
 class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
  public:
@@ -56,7 +58,8 @@ class LazyBuffer : public std::enable_shared_from_this<LazyBuffer> {
   bool is_base() const { return base_ == nullptr; }
   bool realized() const;                     // base with a buffer and no pending srcs (tinygrad's `realized`)
   bool is_realized();                        // base().realized()
-  bool is_unrealized_const();
+  bool is_unrealized_const();                // a CONST of a number (not a symbolic one)
+  bool is_symbolic_const();                  // an unrealized CONST whose value is a sint of Variables
   bool is_unrealized_unmasked_const();
   bool can_view();
   std::string str() const;                   // "<LB CPU (3,) int (MetaOps.COPY, None)>"

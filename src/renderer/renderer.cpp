@@ -153,7 +153,13 @@ RenderedProgram to_program(const Renderer& r, const std::string& name, const std
   int n_parallel = 0;
   for (const UOp& u : uops) {
     switch (u->op) {
-      case Ops::DEFINE_VAR: p.vars.push_back(u->as<std::string>()); break;
+      case Ops::DEFINE_VAR:
+        p.vars.push_back(u->as<std::string>());
+        if (u->src.size() == 2 && u->src[0]->op == Ops::CONST && u->src[1]->op == Ops::CONST)
+          p.var_ranges.emplace_back(const_to_int(u->src[0].const_value()), const_to_int(u->src[1].const_value()));
+        else   // a DEFINE_VAR without a range (hand-built uops): any int32
+          p.var_ranges.emplace_back(INT32_MIN, INT32_MAX);
+        break;
       case Ops::DEFINE_GLOBAL: p.n_bufs = std::max<int>(p.n_bufs, static_cast<int>(u->as<int64_t>()) + 1); break;
       case Ops::STORE: {
         std::unordered_set<const UOpNode*> parents;
@@ -180,7 +186,15 @@ RenderedProgram to_program(const Renderer& r, const std::string& name, const std
       default: break;
     }
   }
-  std::sort(p.vars.begin(), p.vars.end());
+  {   // names sorted (the kernel's argument order), each range kept with its name
+    std::vector<size_t> order(p.vars.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p.vars[x] < p.vars[y]; });
+    std::vector<std::string> vars;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (size_t i : order) vars.push_back(p.vars[i]), ranges.push_back(p.var_ranges[i]);
+    p.vars = std::move(vars), p.var_ranges = std::move(ranges);
+  }
   std::sort(p.outs.begin(), p.outs.end());
   p.outs.erase(std::unique(p.outs.begin(), p.outs.end()), p.outs.end());
   if (local_by_runtime) p.local_dims.clear();

@@ -251,6 +251,63 @@ SMask lift_mask(const View& v, const Mask& m, bool ends_are_dims) {
   return r;
 }
 
+
+// A reshape that splits or merges concrete dims of a symbolic view (a kernel's shift_to of a fixed axis
+// next to a symbolic one). The dims pair up in groups of equal size; a symbolic dim must be alone in its
+// group on both sides, with the same expression. The old dims of a group must be contiguous among
+// themselves (stride[a] == stride[a+1] * shape[a+1]), the new ones get strides from the group's
+// innermost stride; a mask may only cover a group that stays one dim. Unit dims come and go freely.
+// nullopt where one view can't say it (the ShapeTracker then adds a view).
+std::optional<View> reshape_groups(const SymView& s, const std::vector<sint>& ns, const VarBindings& vals) {
+  std::vector<size_t> od, nd;   // the non-unit dims
+  for (size_t i = 0; i < s.shape.size(); i++) {
+    if (!is_c(s.shape[i], 1)) od.push_back(i);
+    else if (s.mask && !(is_c((*s.mask)[i].first, 0) && is_c((*s.mask)[i].second, 1))) return std::nullopt;
+  }
+  for (size_t i = 0; i < ns.size(); i++)
+    if (!is_c(ns[i], 1)) nd.push_back(i);
+  std::vector<sint> st(ns.size(), 0);
+  std::optional<SMask> m;
+  if (s.mask) m = SMask(ns.size(), {sint(0), sint(1)});
+  size_t i = 0, k = 0;
+  while (i < od.size() && k < nd.size()) {
+    const sint &a = s.shape[od[i]], &b = ns[nd[k]];
+    if (!a.is_const() || !b.is_const()) {   // a symbolic dim maps to itself
+      if (!same(a, b)) return std::nullopt;
+      st[nd[k]] = s.strides[od[i]];
+      if (m) (*m)[nd[k]] = (*s.mask)[od[i]];
+      i++, k++;
+      continue;
+    }
+    size_t i1 = i, k1 = k;
+    int64_t po = a.const_value(), pn = b.const_value();
+    while (po != pn) {
+      if (po < pn) {
+        if (++i1 >= od.size() || !s.shape[od[i1]].is_const()) return std::nullopt;
+        po *= s.shape[od[i1]].const_value();
+      } else {
+        if (++k1 >= nd.size() || !ns[nd[k1]].is_const()) return std::nullopt;
+        pn *= ns[nd[k1]].const_value();
+      }
+    }
+    for (size_t a2 = i; a2 < i1; a2++)
+      if (!same(s.strides[od[a2]], s.strides[od[a2 + 1]] * s.shape[od[a2 + 1]])) return std::nullopt;
+    const bool one_to_one = i == i1 && k == k1;
+    if (m && !one_to_one)
+      for (size_t a2 = i; a2 <= i1; a2++)
+        if (!(is_c((*s.mask)[od[a2]].first, 0) && same((*s.mask)[od[a2]].second, s.shape[od[a2]]))) return std::nullopt;
+    sint acc = s.strides[od[i1]];
+    for (size_t b2 = k1 + 1; b2-- > k;) {
+      st[nd[b2]] = acc;
+      if (m) (*m)[nd[b2]] = one_to_one ? (*s.mask)[od[i]] : std::pair<sint, sint>{0, ns[nd[b2]]};
+      acc = acc * ns[nd[b2]];
+    }
+    i = i1 + 1, k = k1 + 1;
+  }
+  if (i != od.size() || k != nd.size()) return std::nullopt;
+  return View::create_sym(ns, st, s.offset, m, vals);
+}
+
 }  // namespace
 
 // ---- View: symbolic forms ----
@@ -402,6 +459,7 @@ std::optional<View> View::reshape_sym(const std::vector<sint>& ns_in) const {
       return View::create_sym(ns, st, s.offset, m, vals);
     }
   }
+  if (auto r = reshape_groups(s, ns, vals)) return r;
   if (!sym && std::all_of(ns.begin(), ns.end(), [](const sint& x) { return x.is_const(); })) {
     Shape ints;
     for (auto& x : ns) ints.push_back(x.const_value());

@@ -28,6 +28,12 @@ Tensor Tensor::reshape(Shape new_shape) const {
     for (auto& s : new_shape)
       if (s == -1) s = numel() / known;
   }
+  if (detail::sym_dims(*this)) {   // symbolic dims to the ints of their bound values: a view of this value only
+    if (tg::prod(new_shape) != numel())
+      throw Error("reshape: can't reshape " + detail::sym_str(sym_shape()) + " (" + std::to_string(numel()) + " elements at the bound values) to " +
+                  to_str(new_shape) + " (" + std::to_string(tg::prod(new_shape)) + " elements)");
+    return reshape_sym(std::vector<sint>(new_shape.begin(), new_shape.end()));
+  }
   if (tg::prod(new_shape) != numel())
     throw Error("reshape: can't reshape " + to_str(shape()) + " (" + std::to_string(numel()) + " elements) to " +
                 to_str(new_shape) + " (" + std::to_string(tg::prod(new_shape)) + " elements)");
@@ -185,6 +191,8 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
   if (ts.empty()) throw Error("cat: needs at least one tensor");
   const Tensor& first = ts[0];
   int d = resolve_existing_dim(first, dim, "cat");
+  for (const Tensor& t : ts)
+    if (detail::sym_dims(t)) return detail::cat_sym(ts, d);
   for (const Tensor& t : ts) {
     bool ok = t.ndim() == first.ndim();
     for (int i = 0; ok && i < first.ndim(); i++) ok = i == d || t.shape()[i] == first.shape()[i];
@@ -192,8 +200,6 @@ Tensor Tensor::cat(const std::vector<Tensor>& ts, int dim) {
       throw Error("cat: shapes " + to_str(first.shape()) + " and " + to_str(t.shape()) + " must match in every dim but dim " +
                   std::to_string(d));
   }
-  for (const Tensor& t : ts)
-    if (t.is_symbolic()) return detail::cat_sym(ts, d);
   int64_t total = 0;
   for (const Tensor& t : ts) total += t.shape()[d];
   std::optional<Tensor> ret;

@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "shape/shape_helpers.hpp"
 #include "tensor/function.hpp"
 #include "lazy/metadata.hpp"
 
 namespace tg {
+using detail::sym_str;
 
 Tensor Tensor::linear(const Tensor& weight, std::optional<Tensor> bias) const {
   TG_OP("linear");
@@ -56,15 +58,24 @@ Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& val
                                             bool is_causal) const {
   TG_OP("scaled_dot_product_attention");
   if (ndim() < 2 || key.ndim() < 2 || value.ndim() < 2)
-    throw Error("scaled_dot_product_attention: query " + to_str(shape()) + ", key " + to_str(key.shape()) + " and value " +
-                to_str(value.shape()) + " need at least 2 dims (..., seq, dim)");
-  if (key.shape().back() != shape().back())
-    throw Error("scaled_dot_product_attention: query " + to_str(shape()) + " and key " + to_str(key.shape()) + " differ in the last dim");
-  int64_t lq = shape()[ndim() - 2], lk = key.shape()[key.ndim() - 2];
-  if (is_causal) attn_mask = Tensor::ones({lq, lk}, Opts{{}, device(), false}).tril(0).cast(dtypes::bool_);
+    throw Error("scaled_dot_product_attention: query " + sym_str(sym_shape()) + ", key " + sym_str(key.sym_shape()) + " and value " +
+                sym_str(value.sym_shape()) + " need at least 2 dims (..., seq, dim)");
+  if (!sym_same(key.sym_shape().back(), sym_shape().back()))
+    throw Error("scaled_dot_product_attention: query " + sym_str(sym_shape()) + " and key " + sym_str(key.sym_shape()) + " differ in the last dim");
+  if (is_causal) {
+    sint lq = sym_shape()[ndim() - 2], lk = key.sym_shape()[key.ndim() - 2];
+    if (lq.is_const() && lk.is_const())
+      attn_mask = Tensor::ones({lq.const_value(), lk.const_value()}, Opts{{}, device(), false}).tril(0).cast(dtypes::bool_);
+    else   // a symbolic key length: the mask follows the Variable (one kernel for every length)
+      attn_mask = detail::tril_mask_sym(lq, lk, 0, device());
+  }
   if (attn_mask && attn_mask->dtype() == dtypes::bool_) attn_mask = (*attn_mask == 0).where(-INFINITY, 0);
   DType acc = least_upper_dtype({dtype(), key.dtype(), dtypes::float32});
-  Tensor qk = matmul(key.transpose(-2, -1), false, acc) / std::sqrt(static_cast<double>(shape().back()));
+  const sint head = sym_shape().back();
+  if (!head.is_const())
+    throw Error("scaled_dot_product_attention: the head dim " + head.render() + " of query " + sym_str(sym_shape()) +
+                " is symbolic; only the sequence dims may be");
+  Tensor qk = matmul(key.transpose(-2, -1), false, acc) / std::sqrt(static_cast<double>(head.const_value()));
   return (attn_mask ? qk + *attn_mask : qk).softmax(-1).cast(dtype()).dropout(dropout_p).matmul(value);
 }
 

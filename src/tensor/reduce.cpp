@@ -29,7 +29,7 @@ Tensor reduce(const Tensor& t, const Axes& axis, bool keepdim, const char* op) {
   std::vector<int> ax = reduce_axes(t, axis, op);
   Tensor ret = apply<Fn>({t}, std::vector<int64_t>(ax.begin(), ax.end()));
   if (keepdim) return ret;
-  if (ret.is_symbolic()) {   // drop the reduced axes by position: symbolic dims can't be matched by value
+  if (detail::sym_dims(t)) {   // drop the reduced axes by position: symbolic dims can't be matched by value
     std::vector<sint> ss = ret.sym_shape(), out;
     for (size_t i = 0; i < ss.size(); i++)
       if (std::find(ax.begin(), ax.end(), static_cast<int>(i)) == ax.end()) out.push_back(ss[i]);
@@ -37,11 +37,18 @@ Tensor reduce(const Tensor& t, const Axes& axis, bool keepdim, const char* op) {
   }
   return ret.reshape(drop_axes(t.shape(), ax));
 }
-// elements folded into each output by a reduction over axis
-int64_t reduced_count(const Tensor& t, const Axes& axis, const char* op) {
-  int64_t n = 1;
-  for (int a : reduce_axes(t, axis, op)) n *= t.shape()[a];
+// elements folded into each output by a reduction over axis: a sint of the Variables when an axis is
+// symbolic, so a kernel divides by the Variable's value rather than the value it was built with
+sint reduced_count(const Tensor& t, const Axes& axis, const char* op) {
+  std::vector<sint> ss = t.sym_shape();
+  sint n = 1;
+  for (int a : reduce_axes(t, axis, op)) n = n * ss[a];
   return n;
+}
+// x / n for a count n (a number, or a sint held in a const tensor of x's dtype)
+Tensor div_count(const Tensor& x, const sint& n) {
+  if (n.is_const()) return x.div(n.const_value());
+  return x.div(detail::sint_tensor(n, x.dtype(), x.device()));
 }
 }  // namespace
 
@@ -84,13 +91,13 @@ Tensor Tensor::mean(Axes axis, bool keepdim) const {
   TG_OP("mean");
   DType out = dtype().is_float() ? dtype() : dtypes::float32;
   Tensor num = cast(sum_acc_dtype(dtype())).sum(axis, keepdim);
-  return num.div(reduced_count(*this, axis, "mean")).cast(out);
+  return div_count(num, reduced_count(*this, axis, "mean")).cast(out);
 }
 Tensor Tensor::var(Axes axis, bool keepdim, int64_t correction) const {
   TG_OP("var");
   Tensor squares = (*this - mean(axis, true)).square();
-  int64_t n = reduced_count(*this, axis, "var");
-  return squares.sum(axis, keepdim).div(std::max<int64_t>(0, n - correction));
+  sint n = reduced_count(*this, axis, "var");
+  return div_count(squares.sum(axis, keepdim), (n - correction).max(0));
 }
 Tensor Tensor::std(Axes axis, bool keepdim, int64_t correction) const { TG_OP("std"); return var(axis, keepdim, correction).sqrt(); }
 

@@ -109,6 +109,21 @@ Tensor Tensor::arange_sym(const sint& stop, Opts opts) {
 
 namespace detail {
 
+std::string sym_str(const std::vector<sint>& shape) { return sstr(shape); }
+
+Tensor sint_tensor(const sint& v, DType dtype, const std::string& device) {
+  std::string dev = resolve_device(device);
+  if (v.is_const()) return Tensor::full({}, static_cast<double>(v.const_value()), Opts{dtype, dev, false});
+  check_bound({v}, "sint_tensor");
+  return Access::from_lazydata(LazyBuffer::metaop(MetaOps::CONST, {}, dtype, dev, v), false);
+}
+
+Tensor tril_mask_sym(const sint& r, const sint& c, int64_t diagonal, const std::string& device) {
+  Opts o{dtypes::int32, device, false};
+  Tensor rows = Tensor::arange_sym(r, o).reshape_sym({r, sint(1)}), cols = Tensor::arange_sym(c, o).reshape_sym({sint(1), c});
+  return cols.expand_sym({r, c}) <= (rows + diagonal).expand_sym({r, c});
+}
+
 // _broadcasted with symbolic dims: a symbolic dim matches only the same expression; 1 expands to it
 std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const char* op) {
   std::vector<sint> xs = x.sym_shape(), ys = y.sym_shape();
@@ -128,6 +143,13 @@ std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const 
 
 // cat along a dim where some sizes are symbolic: pad each piece to the symbolic total and add
 Tensor cat_sym(const std::vector<Tensor>& ts, int d) {
+  std::vector<sint> fs = ts[0].sym_shape();
+  for (const Tensor& t : ts) {
+    std::vector<sint> s = t.sym_shape();
+    bool ok = s.size() == fs.size();
+    for (size_t i = 0; ok && i < s.size(); i++) ok = static_cast<int>(i) == d || same_dim(s[i], fs[i]);
+    if (!ok) throw Error("cat: shapes " + sstr(fs) + " and " + sstr(s) + " must match in every dim but dim " + std::to_string(d));
+  }
   // before/after pads as sums of the other pieces' sizes (no subtraction: ranges stay exact)
   std::vector<sint> after(ts.size(), sint(0));
   for (size_t i = ts.size() - 1; i-- > 0;) after[i] = after[i + 1] + ts[i + 1].sym_shape()[d];

@@ -134,11 +134,28 @@ Tensor Tensor::from(const std::vector<E>& data, Shape shape, Opts opts) {
 }
 
 // ---- properties
-const Shape& Tensor::shape() const { return d_->lazydata->shape(); }
+// A symbolic dim has no single int value (a kernel built from it would keep the value it had then),
+// so shape() refuses it and names the op that asked; sym_shape() gives the expressions.
+[[noreturn]] static void symbolic_shape_error(const Tensor& t) {
+  const Metadata* md = current_metadata();
+  std::string op = md ? md->name : "shape";
+  std::string dims = "(";
+  auto ss = t.sym_shape();
+  for (size_t i = 0; i < ss.size(); i++) dims += (i ? ", " : "") + (ss[i].is_const() ? std::to_string(ss[i].const_value()) : ss[i].render());
+  throw Error(op + ": shape() of a tensor with symbolic dims " + dims + (ss.size() == 1 ? ",)" : ")") +
+              (md ? " (this op needs concrete dims here)" : "") + "; use sym_shape() for the dims as expressions, or reshape to concrete dims");
+}
+const Shape& Tensor::shape() const {
+  const LazyBuffer& lb = *d_->lazydata;
+  if (const auto& sym = lb.st.views.back().sym)
+    for (const sint& d : sym->shape)
+      if (!d.is_const()) symbolic_shape_error(*this);
+  return lb.shape();
+}
 DType Tensor::dtype() const { return d_->lazydata->dtype; }
 std::string Tensor::device() const { return d_->lazydata->device; }
-int64_t Tensor::ndim() const { return static_cast<int64_t>(shape().size()); }
-int64_t Tensor::numel() const { return tg::prod(shape()); }
+int64_t Tensor::ndim() const { return static_cast<int64_t>(d_->lazydata->shape().size()); }
+int64_t Tensor::numel() const { return tg::prod(d_->lazydata->shape()); }   // symbolic dims at their bound values
 int64_t Tensor::element_size() const { return dtype().itemsize(); }
 int64_t Tensor::nbytes() const { return numel() * element_size(); }
 bool Tensor::is_floating_point() const { return dtype().is_float(); }

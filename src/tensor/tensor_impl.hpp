@@ -25,6 +25,14 @@ struct TensorData {
 namespace detail {
 Tensor make_tensor(LazyBufferPtr lb, std::optional<bool> requires_grad = {});
 inline const LazyBufferPtr& lb(const Tensor& t) { return Access::impl(t)->lazydata; }
+// some dim is an expression of Variables (then shape() throws; ops work from sym_shape())
+inline bool sym_dims(const Tensor& t) {
+  const auto& sym = lb(t)->st.views.back().sym;
+  if (sym)
+    for (const sint& d : sym->shape)
+      if (!d.is_const()) return true;
+  return false;
+}
 std::string resolve_device(const std::string& device);          // "" -> default device, canonical name
 DType opts_dtype(const Opts& o, DType fallback);
 // dim in [-max(1,ndim+outer), max(1,ndim+outer)) else tg::Error naming op and shape
@@ -44,6 +52,11 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, const char* op = "expan
 std::pair<Tensor, Tensor> broadcast_sym(const Tensor& x, const Tensor& y, const char* op);
 Tensor cat_sym(const std::vector<Tensor>& ts, int d);
 Tensor dot_sym(const Tensor& a, const Tensor& w, std::optional<DType> acc_dtype);
+std::string sym_str(const std::vector<sint>& shape);   // "(3, i)": dims as numbers or expressions
+// a 0-d tensor holding a sint (tinygrad's Tensor.from_node): kernels read its Variables' values
+Tensor sint_tensor(const sint& v, DType dtype, const std::string& device);
+// the causal mask tril(ones(r, c)) as bools (j <= i + diagonal) when r or c is symbolic
+Tensor tril_mask_sym(const sint& r, const sint& c, int64_t diagonal, const std::string& device);
 std::vector<int64_t> make_pair(const Shape& v, size_t n, const char* op, const char* what);
 // tinygrad's _pool: (..., *spatial) -> (..., *out, *kernel)
 Tensor pool(const Tensor& x, const Shape& k, const Shape& stride, const Shape& dilation, const char* op);

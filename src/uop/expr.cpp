@@ -126,7 +126,8 @@ Variable::Variable(const std::string& name, int64_t min, int64_t max)
 Variable Variable::bind(int64_t v) const {
   if (v < min_ || v > max_)
     throw Error("Variable('" + name_ + "', " + std::to_string(min_) + ", " + std::to_string(max_) + ").bind(" +
-                std::to_string(v) + "): value is outside the variable's range");
+                std::to_string(v) + "): value is outside [" + std::to_string(min_) + ", " + std::to_string(max_) +
+                "]; bind a value in the range or widen the range");
   Variable r = *this;
   r.val_ = v;
   r.b_ = std::make_shared<const VarBindings>(VarBindings{{name_, v}});
