@@ -25,6 +25,7 @@
 #include "engine/profile.hpp"
 #include "engine/replay.hpp"
 #include "runtime/device.hpp"
+#include "kv_step.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
@@ -39,14 +40,6 @@ std::vector<Tensor> chain(const std::vector<Tensor>& in, int n) {
   return {x};
 }
 
-// the decode step of bench/tests: write k/v at sp, attend over the first sp+1 positions
-Tensor kv_step(Tensor& ck, Tensor& cv, const Tensor& q, const Tensor& k, const Tensor& v, const sint& sp, int64_t H, int64_t D) {
-  ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sp, sp + 1}, {sint(0), sint(D)}}).assign(k).realize();
-  cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sp, sp + 1}, {sint(0), sint(D)}}).assign(v).realize();
-  Tensor keys = ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), sp + 1}, {sint(0), sint(D)}});
-  Tensor values = cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), sp + 1}, {sint(0), sint(D)}});
-  return q.scaled_dot_product_attention(keys, values);
-}
 
 // replay cost per kernel on one device, JIT=2 then JIT=1
 void bench_replay(const std::string& dev, int n, int reps) {

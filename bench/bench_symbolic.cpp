@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kv_step.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
@@ -18,14 +19,6 @@ using clk = std::chrono::steady_clock;
 namespace {
 double secs(clk::time_point a, clk::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// write k/v at sp, attend over the first sp+1 positions (tinygrad's gpt2 Attention with a KV cache)
-Tensor kv_step(Tensor& ck, Tensor& cv, const Tensor& q, const Tensor& k, const Tensor& v, const sint& sp, int64_t H, int64_t D) {
-  ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sp, sp + 1}, {sint(0), sint(D)}}).assign(k).realize();
-  cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sp, sp + 1}, {sint(0), sint(D)}}).assign(v).realize();
-  Tensor keys = ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), sp + 1}, {sint(0), sint(D)}});
-  Tensor values = cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), sp + 1}, {sint(0), sint(D)}});
-  return q.scaled_dot_product_attention(keys, values);
-}
 
 template <class F>
 double time_per_call(F&& f, int reps, const std::string& dev) {

@@ -108,6 +108,25 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
+// the warp emulators: a kernel's C++ emulation source compiled to a shared object, loaded; launch
+// is its emu_launch (null when the compile or the load failed). The files go with the object.
+using EmuLaunch = void (*)(void**, const int*, const int*);
+struct Emulator {
+  std::string base;
+  void* h = nullptr;
+  EmuLaunch launch = nullptr;
+  Emulator(const std::string& src, const std::string& stem) : base(testing::TempDir() + stem + "_" + std::to_string(getpid())) {
+    { FILE* f = std::fopen((base + ".cpp").c_str(), "w"); std::fputs(src.c_str(), f); std::fclose(f); }
+    const std::string cmd = "c++ -std=c++20 -O1 -shared -fPIC -w -o " + base + ".so " + base + ".cpp -lpthread";
+    if (std::system(cmd.c_str()) == 0 && (h = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL)))
+      launch = reinterpret_cast<EmuLaunch>(dlsym(h, "emu_launch"));
+  }
+  ~Emulator() {
+    if (h) dlclose(h);
+    std::remove((base + ".cpp").c_str());
+    std::remove((base + ".so").c_str());
+  }
+};
 }  // namespace
 
 // ---------------------------------------------------------------- which kernels take tensor cores
@@ -347,14 +366,9 @@ TEST(TensorCores, WarpLayoutEmulated) {
     const RenderedProgram p = k.to_program();
     const std::string src = emulated_source(p);
     ASSERT_FALSE(src.empty()) << p.src;
-    const std::string base = testing::TempDir() + "tg_emu_" + std::to_string(getpid()) + "_" + std::to_string(idx++);
-    { FILE* f = std::fopen((base + ".cpp").c_str(), "w"); std::fputs(src.c_str(), f); std::fclose(f); }
-    const std::string cmd = "c++ -std=c++20 -O1 -shared -fPIC -w -o " + base + ".so " + base + ".cpp -lpthread";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << src;
-    void* h = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_TRUE(h) << dlerror();
-    auto launch = reinterpret_cast<void (*)(void**, const int*, const int*)>(dlsym(h, "emu_launch"));
-    ASSERT_TRUE(launch);
+    const Emulator emu(src, "tg_emu_" + std::to_string(idx++));
+    ASSERT_TRUE(emu.launch) << src;
+    const EmuLaunch launch = emu.launch;
     std::vector<float> A(sh.m * sh.k), B(sh.k * sh.n), C(sh.m * sh.n, NAN), ref(sh.m * sh.n, 0.0f);
     std::uniform_int_distribution<int> d(-3, 3);
     for (float& x : A) x = static_cast<float>(d(rng));
@@ -369,9 +383,6 @@ TEST(TensorCores, WarpLayoutEmulated) {
     int bad = 0;
     for (size_t i = 0; i < C.size(); i++) bad += !(C[i] == ref[i]);
     EXPECT_EQ(bad, 0) << "first: " << C[0] << " vs " << ref[0] << "\n" << p.src;
-    dlclose(h);
-    std::remove((base + ".cpp").c_str());
-    std::remove((base + ".so").c_str());
   }
 }
 
@@ -720,14 +731,9 @@ TEST(TCGemm, WarpEmulated) {
     std::string args;
     for (int i = 0; i < p.n_bufs; i++) args += std::string(i ? ", " : "") + "emu_ptr{bufs[" + std::to_string(i) + "]}";
     src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args + "\n" + kGemmEmuLaunch;
-    const std::string base = testing::TempDir() + "tg_gemm_emu_" + std::to_string(getpid()) + "_" + std::to_string(idx++);
-    { FILE* f = std::fopen((base + ".cpp").c_str(), "w"); std::fputs(src.c_str(), f); std::fclose(f); }
-    const std::string cmd = "c++ -std=c++20 -O1 -shared -fPIC -w -o " + base + ".so " + base + ".cpp -lpthread";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << src;
-    void* h = dlopen((base + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
-    ASSERT_TRUE(h) << dlerror();
-    auto launch = reinterpret_cast<void (*)(void**, const int*, const int*)>(dlsym(h, "emu_launch"));
-    ASSERT_TRUE(launch);
+    const Emulator emu(src, "tg_gemm_emu_" + std::to_string(idx++));
+    ASSERT_TRUE(emu.launch) << src;
+    const EmuLaunch launch = emu.launch;
     // buffers: inputs small integers, the output poisoned
     AstEval ev;
     std::map<int64_t, std::pair<DType, int64_t>> globals;   // index -> (dtype, elements)
@@ -775,9 +781,6 @@ TEST(TCGemm, WarpEmulated) {
       if (a == static_cast<size_t>(-1)) break;
     }
     EXPECT_EQ(bad, 0) << "of " << n << "\n" << p.src;
-    dlclose(h);
-    std::remove((base + ".cpp").c_str());
-    std::remove((base + ".so").c_str());
   }
 }
 
