@@ -202,6 +202,7 @@ class GroupLowerer {
       return si;
     }
     try {
+      if (schedule_lower_hook) schedule_lower_hook(reads_fused_arange_, row_.has_value());
       si.ast = lower_kernel();
     } catch (const Error& e) {   // a view that doesn't fit the reduces; internal assertions are not caught
       if (reads_fused_arange_) throw UnfusableArange(e.what());
