@@ -141,6 +141,25 @@ TEST(PatternMatcher, Combine) {
   EXPECT_FALSE(p1.rewrite(a * ci(1)).has_value());
 }
 
+// A rule table is shared (static); per-rewrite state reaches the callbacks through graph_rewrite's
+// ctx, one per call, never a global: two rewrites with their own counters don't see each other's.
+TEST(GraphRewrite, CallbacksGetTheContext) {
+  struct Counter { int64_t n = 0; };
+  static const PatternMatcher pm({{UPat(Ops::DEFINE_VAR), [](const Match& m) -> O {
+    if ((*m.root)->src.size() == 1) return std::nullopt;   // already numbered
+    return UOp(Ops::DEFINE_VAR, (*m.root)->dtype, {ci(m.context<Counter>().n++)}, (*m.root)->arg);
+  }}});
+  UOp a = var("a"), b = var("b");
+  Counter c1, c2;
+  UOp r1 = graph_rewrite(a + b, pm, &c1);
+  EXPECT_EQ(c1.n, 2);
+  EXPECT_EQ(r1->src[0]->src[0], ci(0));
+  EXPECT_EQ(r1->src[1]->src[0], ci(1));
+  EXPECT_EQ(graph_rewrite(a * b, pm, &c2)->src[1]->src[0], ci(1));   // c2 counts from 0 again
+  EXPECT_EQ(c2.n, 2);
+  EXPECT_THROW(graph_rewrite(a, pm), std::logic_error);   // a rule that needs a context and got none
+}
+
 TEST(GraphRewrite, BottomUpToFixedPoint) {
   UOp a = var("a");
   PatternMatcher pm({

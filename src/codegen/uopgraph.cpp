@@ -19,8 +19,6 @@ using O = std::optional<UOp>;
 using Pairs = std::vector<std::pair<int64_t, int64_t>>;
 using Choice = std::map<int64_t, int64_t>;   // axis -> index along it
 
-thread_local int64_t acc_number = 0;
-
 bool is_op(const UOp& u, Ops op) { return u->op == op; }
 UOp noop() { return UOp(Ops::NOOP); }
 
@@ -287,7 +285,7 @@ BinaryOps reduce_alu(const Arg& a) {
   return std::get<BinaryOps>(a);
 }
 
-O do_reduce(const UOp& root) {
+O do_reduce(const UOp& root, ReduceContext& ctx) {
   BinaryOps op = reduce_alu(root->arg);
   std::unordered_set<const UOpNode*> parents;
   for (const UOp& u : root->src[0].toposort()) parents.insert(u.get());
@@ -299,7 +297,7 @@ O do_reduce(const UOp& root) {
     UOp init = UOp::const_(root->dtype, op == BinaryOps::ADD ? ConstType(int64_t{0}) : dtypes::min(root->dtype.scalar()));
     std::vector<UOp> src{init};
     src.insert(src.end(), parented.begin(), parented.end());
-    UOp acc(Ops::DEFINE_ACC, root->dtype, src, std::vector<int64_t>{acc_number++});
+    UOp acc(Ops::DEFINE_ACC, root->dtype, src, std::vector<int64_t>{ctx.acc_number++});
     ret = UOp(Ops::PHI, root->dtype, {acc, acc.alu(op, ret)});
   }
   // a sum over a loop the value does not depend on is a multiply; a max ignores it
@@ -439,7 +437,7 @@ const PatternMatcher& expander() {
 
 const PatternMatcher& reducer() {
   static const PatternMatcher pm({
-    {UPat(Ops::REDUCE), [](const Match& m) { return do_reduce(*m.root); }},
+    {UPat(Ops::REDUCE), [](const Match& m) { return do_reduce(*m.root, m.context<ReduceContext>()); }},
     {UPat({Ops::ALU, Ops::CAST, Ops::BITCAST}), [](const Match& m) { return no_vectorized_alu(*m.root); }},   // no vector ALU
     {UPat(Ops::STORE), [](const Match& m) { return delete_redundant_gates(*m.root); }},
     {UPat(Ops::WMMA), [](const Match& m) { return wmma_pair_loads(*m.root); }},
@@ -479,11 +477,11 @@ const Passes& passes_for(const RendererOpts& opts) {
 
 UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts) {
   TG_ASSERT(sink->op == Ops::SINK, "full_graph_rewrite of " + to_string(sink->op) + ", expected a SINK");
-  acc_number = 0;
   const Passes& p = passes_for(opts);
   UOp s = graph_rewrite(sink, p.folder);
   s = graph_rewrite(s, p.expand);
-  s = graph_rewrite(s, p.reduce);
+  ReduceContext ctx;
+  s = graph_rewrite(s, p.reduce, &ctx);
   if (opts.gpu_vector_loads) s = vectorize_gpu_loads(s);
   return opts.vector_bytes > 0 ? vectorize_stores(s, opts.vector_bytes) : s;
 }

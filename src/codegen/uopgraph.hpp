@@ -24,7 +24,12 @@ struct RendererOpts {
 
 const PatternMatcher& constant_folder();
 const PatternMatcher& expander();
-const PatternMatcher& reducer();
+// The reducer's context (graph_rewrite's ctx): DEFINE_ACCs are numbered in the order they are
+// made, from 0 in each kernel.
+struct ReduceContext {
+  int64_t acc_number = 0;
+};
+const PatternMatcher& reducer();   // needs a ReduceContext
 // EXP2/LOG2/SIN on float16/32/64 replaced by xexp2/xlog2/xsin where the backend lacks them.
 // TRANSCENDENTAL>=2 replaces all three everywhere.
 PatternMatcher transcendental_folding(const RendererOpts& opts);

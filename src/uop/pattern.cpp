@@ -349,7 +349,7 @@ PatternMatcher PatternMatcher::operator+(const PatternMatcher& more) const {
 
 size_t PatternMatcher::size() const { return c_ ? c_->rules.size() : 0; }
 
-std::optional<UOp> PatternMatcher::rewrite(const UOp& u) const {
+std::optional<UOp> PatternMatcher::rewrite(const UOp& u, void* ctx) const {
   if (!c_) return std::nullopt;
   const bool track = track_stats();
   for (uint32_t r : c_->bucket(*u)) {
@@ -359,6 +359,7 @@ std::optional<UOp> PatternMatcher::rewrite(const UOp& u) const {
     for (const Flat& v : c_->variants[r]) {
       Match m;
       m.root = &u;
+      m.ctx = ctx;
       if (!match_node(v, 0, u, m)) continue;
       matched = true;
       if ((out = c_->rules[r].fn(m))) break;   // a declining callback lets the next variant try
@@ -396,7 +397,7 @@ bool upat_match(const UPat& p, const UOp& u, Match& m) {
 // ---------------------------------------------------------------- graph_rewrite
 // Iterative post-order walk (graphs can be deep). memo maps every visited node, and every
 // rewrite result, to its final form.
-UOp graph_rewrite(const UOp& sink, const PatternMatcher& pm) {
+UOp graph_rewrite(const UOp& sink, const PatternMatcher& pm, void* ctx) {
   std::unordered_map<UOp, UOp, UOp::Hash> memo;
   std::unordered_set<UOp, UOp::Hash> active;   // rewrite results being processed: seeing one again is a loop
   struct Frame { UOp n; int state; UOp pending, x; };
@@ -438,7 +439,7 @@ UOp graph_rewrite(const UOp& sink, const PatternMatcher& pm) {
         continue;
       }
     }
-    std::optional<UOp> r = pm.rewrite(x);
+    std::optional<UOp> r = pm.rewrite(x, ctx);
     if (!r || *r == x) {
       memo.emplace(x, x);
       if (changed) memo.emplace(f.n, x);

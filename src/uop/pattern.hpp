@@ -85,11 +85,18 @@ UPat operator%(const UPat& a, int64_t b);
 
 constexpr int kMaxSlots = 32;
 
-// What a callback sees: the matched root and the captured nodes (pointers into the matched
-// graph, valid while it lives).
+// What a callback sees: the matched root, the captured nodes (pointers into the matched
+// graph, valid while it lives) and the rewrite's context (tinygrad's ctx argument): state a
+// pass keeps across its rules, such as the reducer's accumulator count, given to graph_rewrite
+// instead of living in a global.
 struct Match {
   const UOp* root = nullptr;
   std::array<const UOp*, kMaxSlots> caps{};
+  void* ctx = nullptr;
+  template <class T> T& context() const {
+    TG_ASSERT(ctx, "a rule that needs a context ran without one: pass it to graph_rewrite");
+    return *static_cast<T*>(ctx);
+  }
   const UOp& operator[](const UPat& p) const { return *caps[p.slot()]; }
   const UOp& operator[](int slot) const { return *caps[slot]; }
   bool has(const UPat& p) const { return caps[p.slot()] != nullptr; }
@@ -112,7 +119,7 @@ class PatternMatcher {
   PatternMatcher operator+(const PatternMatcher& more) const;   // this table's rules first
 
   // First rule (in table order) whose pattern matches and whose callback accepts.
-  std::optional<UOp> rewrite(const UOp& u) const;
+  std::optional<UOp> rewrite(const UOp& u, void* ctx = nullptr) const;
   size_t size() const;
   std::string stats() const;   // hits/matches/time per rule (filled when TRACK_MATCH_STATS=1)
 
@@ -122,8 +129,8 @@ class PatternMatcher {
 };
 
 // Rewrites bottom-up until no rule applies, memoized per node. Throws an internal error when
-// rules loop (a node rewrites back into itself).
-UOp graph_rewrite(const UOp& sink, const PatternMatcher& pm);
+// rules loop (a node rewrites back into itself). ctx reaches every callback as Match::ctx.
+UOp graph_rewrite(const UOp& sink, const PatternMatcher& pm, void* ctx = nullptr);
 
 // Whether p matches u; fills m on success (first match in pattern order). For tests and callers
 // that want matching without rewriting.
