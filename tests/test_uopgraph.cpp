@@ -241,9 +241,9 @@ TEST(Transcendental, AppliedOnlyWhereTheBackendLacksTheOp) {
     for (const UOp& x : u.toposort()) n += x->op == Ops::ALU && x->arg == Arg(op);
     return n;
   };
-  UOp native = full_graph_rewrite(g, RendererOpts{});
+  UOp native = full_graph_rewrite(g, DeviceCaps{});
   EXPECT_EQ(count(native, UnaryOps::EXP2), 1);
-  RendererOpts no_exp;
+  DeviceCaps no_exp;
   no_exp.has_exp2 = false;
   UOp approx_g = full_graph_rewrite(g, no_exp);
   EXPECT_EQ(count(approx_g, UnaryOps::EXP2), 0);

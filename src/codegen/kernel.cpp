@@ -560,14 +560,7 @@ const std::vector<UOp>& Kernel::linearize() {
   }
   UOp sink = lower_ast(modified_ast, *opts);
   if (debug() >= 5) std::cout << sink.str() << std::endl;
-  RendererOpts ropts;
-  ropts.supports_float4 = opts->supports_float4;
-  ropts.has_exp2 = opts->supports(UnaryOps::EXP2);
-  ropts.has_log2 = opts->supports(UnaryOps::LOG2);
-  ropts.has_sin = opts->supports(UnaryOps::SIN);
-  ropts.vector_bytes = getenv("VECTORIZE", 1) ? opts->vector_bytes : 0;
-  ropts.gpu_vector_loads = opts->has_local && opts->supports_float4 && opts->vector_bytes == 0 && getenv("GPU_FLOAT4", 1);
-  lowered = full_graph_rewrite(sink, ropts);
+  lowered = full_graph_rewrite(sink, opts->kernel_caps());
   uops = ::tg::linearize(lowered);
   if (debug() >= 6)
     for (size_t i = 0; i < uops.size(); i++) std::cout << i << " " << uops[i].str() << "\n";

@@ -445,7 +445,7 @@ const PatternMatcher& reducer() {
   return pm;
 }
 
-PatternMatcher transcendental_folding(const RendererOpts& opts) {
+PatternMatcher transcendental_folding(const DeviceCaps& opts) {
   bool all = getenv("TRANSCENDENTAL", 1) >= 2;
   static const UPat d = UPat::var(0);
   auto fl = [](UnaryOps op) {
@@ -461,7 +461,7 @@ PatternMatcher transcendental_folding(const RendererOpts& opts) {
 namespace {
 // The three pass tables for one set of backend capabilities, built once.
 struct Passes { PatternMatcher folder, expand, reduce; };
-const Passes& passes_for(const RendererOpts& opts) {
+const Passes& passes_for(const DeviceCaps& opts) {
   static std::mutex mu;
   static std::map<int, Passes> cache;
   int key = opts.has_exp2 | opts.has_log2 << 1 | opts.has_sin << 2 | (getenv("TRANSCENDENTAL", 1) >= 2) << 3;
@@ -475,7 +475,7 @@ const Passes& passes_for(const RendererOpts& opts) {
 }
 }  // namespace
 
-UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts) {
+UOp full_graph_rewrite(const UOp& sink, const DeviceCaps& opts) {
   TG_ASSERT(sink->op == Ops::SINK, "full_graph_rewrite of " + to_string(sink->op) + ", expected a SINK");
   const Passes& p = passes_for(opts);
   UOp s = graph_rewrite(sink, p.folder);

@@ -10,17 +10,10 @@
 //   EXPAND(srcs...) / CONTRACT(src) arg std::vector<int64_t>{axis0, size0, axis1, size1, ...}
 //   DEFINE_ACC(dtype, (init CONST, ranges...)) arg std::vector<int64_t>{acc_number};  PHI(acc, new value)
 #pragma once
+#include "renderer/renderer.hpp"
 #include "uop/pattern.hpp"
 
 namespace tg {
-
-// What a backend can do natively; the rest is rewritten.
-struct RendererOpts {
-  bool supports_float4 = false;
-  bool has_exp2 = true, has_log2 = true, has_sin = true;
-  int64_t vector_bytes = 0;   // > 0: rebuild vectors of up to this many bytes from the lanes (vectorizer.cpp)
-  bool gpu_vector_loads = false;   // 16-byte loads of consecutive lanes (vectorize_gpu_loads)
-};
 
 const PatternMatcher& constant_folder();
 const PatternMatcher& expander();
@@ -32,10 +25,10 @@ struct ReduceContext {
 const PatternMatcher& reducer();   // needs a ReduceContext
 // EXP2/LOG2/SIN on float16/32/64 replaced by xexp2/xlog2/xsin where the backend lacks them.
 // TRANSCENDENTAL>=2 replaces all three everywhere.
-PatternMatcher transcendental_folding(const RendererOpts& opts);
+PatternMatcher transcendental_folding(const DeviceCaps& caps);
 
 // folder, then folder+expander, then folder+expander+reducer (tinygrad's UOpGraph.linearize rewrites).
-UOp full_graph_rewrite(const UOp& sink, const RendererOpts& opts = {});
+UOp full_graph_rewrite(const UOp& sink, const DeviceCaps& caps = {});
 
 // transcendental.cpp: 1 ULP approximations built from +, *, where, casts and bitcasts.
 UOp xexp2(const UOp& d);

@@ -61,6 +61,16 @@ std::string to_function_name(const std::string& s) {
   return out;
 }
 
+DeviceCaps Renderer::kernel_caps() const {
+  DeviceCaps c = *this;
+  c.has_exp2 = supports(UnaryOps::EXP2);
+  c.has_log2 = supports(UnaryOps::LOG2);
+  c.has_sin = supports(UnaryOps::SIN);
+  c.vector_bytes = getenv("VECTORIZE", 1) ? vector_bytes : 0;
+  c.gpu_vector_loads = has_local && supports_float4 && vector_bytes == 0 && getenv("GPU_FLOAT4", 1);
+  return c;
+}
+
 namespace {
 
 int64_t upper_int(const UOp& u) { return const_to_int(u->op == Ops::CONST ? u.const_value() : u.vmax()); }

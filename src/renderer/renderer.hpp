@@ -39,24 +39,36 @@ struct WMMAArg : ArgObj {
   std::string str() const override;
 };
 
-struct Renderer {
-  std::string device;
+// What a device can do, in one struct: kernel opts and the heuristic, the lowerer, the rewrite
+// passes and the renderer all read it. A Renderer is its device's caps plus the code it writes.
+struct DeviceCaps {
   bool supports_float4 = true;
   bool has_local = true;
   bool has_shared = true;
   bool has_warp_shuffle = false;   // BinaryOps::SHFL_XOR renders (a group reduce combines its warps' lanes first)
   bool cpu_threads = false;   // a RANGE marked parallel is split over CPU threads (core_lo/core_hi)
   int64_t vector_bytes = 0;   // > 0: upcast lanes are rebuilt into vector ALU/loads/stores of up to this size
+  bool gpu_vector_loads = false;   // 16-byte loads of consecutive lanes (vectorize_gpu_loads)
+  // native transcendentals; the rewrite passes replace the others (a Renderer's come from its op
+  // table through kernel_caps())
+  bool has_exp2 = true, has_log2 = true, has_sin = true;
   std::vector<int64_t> global_max{0x8FFFFFFF, 0x8FFFFFFF, 0x8FFFFFFF};   // (x, y, z); empty: no limit
   std::vector<int64_t> local_max{0x8FFFFFFF, 0x8FFFFFFF, 0x8FFFFFFF};    // (x, y, z); empty: no locals
   int64_t shared_max = 32768;
   std::vector<TensorCore> tensor_cores;
+};
+
+struct Renderer : DeviceCaps {
+  std::string device;
 
   virtual ~Renderer() = default;
   // Source for a kernel named `name` (already a valid identifier) from a linearized list.
   virtual std::string render(const std::string& name, const std::vector<UOp>& uops) const = 0;
   // Whether the dialect has code for this ALU op (ops it lacks are rewritten, e.g. transcendentals).
   virtual bool supports(AluOp op) const = 0;
+  // The caps one kernel is compiled with: the transcendentals from supports(), VECTORIZE=0 turns the
+  // CPU vectorizer off, GPU_FLOAT4=0 the 16-byte loads of a GPU without a vector width.
+  DeviceCaps kernel_caps() const;
 };
 
 // What the runtime needs to compile and launch a rendered kernel (the lead unifies this with
