@@ -226,3 +226,22 @@ TEST(Kernel, LinearizeGivesAFlatList) {
     EXPECT_NE(u->op, Ops::SHAPETRACKER);
   }
 }
+
+// Codegen runs as one list of passes (codegen/pipeline.cpp); DEBUG>=6 names each with its UOp count,
+// in order: lower, the rewrite passes, the CPU vectorizer, linearize.
+TEST(Pipeline, PassesRunInOrderAndLogAtDebug6) {
+  Kernel k(sum_rows_ast(16, 4), clang());
+  k.hand_coded_optimizations();
+  Context dbg({{"DEBUG", 6}});
+  testing::internal::CaptureStdout();
+  k.linearize();
+  const std::string out = testing::internal::GetCapturedStdout();
+  size_t at = 0;
+  for (const char* p : {"pass lower_ast: ", "pass folder: ", "pass expander: ", "pass reducer: ", "pass vectorize_stores: ",
+                        "pass linearize: "}) {
+    size_t i = out.find(p, at);
+    ASSERT_NE(i, std::string::npos) << p << " missing or out of order in\n" << out;
+    at = i + 1;
+  }
+  EXPECT_EQ(out.find("pass gpu_vector_loads"), std::string::npos);   // a GPU pass, not on the CPU
+}

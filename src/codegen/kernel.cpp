@@ -1,6 +1,7 @@
 // Kernel: AST analysis, shape simplification, OptOps and naming (tinygrad 0.9.2 codegen/kernel.py).
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "codegen/pipeline.hpp"
 #include "codegen/tc_gemm.hpp"
 
 #include <algorithm>
@@ -558,12 +559,9 @@ const std::vector<UOp>& Kernel::linearize() {
     for (size_t i = 0; i < applied_opts.size(); i++) std::cout << (i ? ", " : "") << applied_opts[i].str();
     std::cout << "]" << std::endl;
   }
-  UOp sink = lower_ast(modified_ast, *opts);
-  if (debug() >= 5) std::cout << sink.str() << std::endl;
-  lowered = full_graph_rewrite(sink, opts->kernel_caps());
-  uops = ::tg::linearize(lowered);
-  if (debug() >= 6)
-    for (size_t i = 0; i < uops.size(); i++) std::cout << i << " " << uops[i].str() << "\n";
+  Lowered l = codegen(modified_ast, *opts);
+  lowered = l.rewritten;
+  uops = std::move(l.uops);
   return uops;
 }
 
@@ -571,7 +569,7 @@ RenderedProgram Kernel::to_program(const std::optional<std::string>& name_overri
   // a tensor-core GEMM the shared-memory template covers is rendered from it (codegen/tc_gemm.cpp)
   if (auto p = tc_gemm_program(*this, name_override ? *name_override : name())) return *p;
   linearize();
-  return ::tg::to_program(*opts, name_override ? *name_override : name(), uops);
+  return render(*opts, name_override ? *name_override : name(), uops);
 }
 
 int64_t Kernel::mem_estimate() const {

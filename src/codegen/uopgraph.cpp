@@ -458,32 +458,17 @@ PatternMatcher transcendental_folding(const DeviceCaps& opts) {
   return PatternMatcher(std::move(rules));
 }
 
-namespace {
-// The three pass tables for one set of backend capabilities, built once.
-struct Passes { PatternMatcher folder, expand, reduce; };
-const Passes& passes_for(const DeviceCaps& opts) {
+const RewritePasses& rewrite_passes(const DeviceCaps& opts) {
   static std::mutex mu;
-  static std::map<int, Passes> cache;
+  static std::map<int, RewritePasses> cache;
   int key = opts.has_exp2 | opts.has_log2 << 1 | opts.has_sin << 2 | (getenv("TRANSCENDENTAL", 1) >= 2) << 3;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it == cache.end()) {
     PatternMatcher folder = constant_folder() + transcendental_folding(opts);
-    it = cache.emplace(key, Passes{folder, folder + expander(), folder + expander() + reducer()}).first;
+    it = cache.emplace(key, RewritePasses{folder, folder + expander(), folder + expander() + reducer()}).first;
   }
   return it->second;
-}
-}  // namespace
-
-UOp full_graph_rewrite(const UOp& sink, const DeviceCaps& opts) {
-  TG_ASSERT(sink->op == Ops::SINK, "full_graph_rewrite of " + to_string(sink->op) + ", expected a SINK");
-  const Passes& p = passes_for(opts);
-  UOp s = graph_rewrite(sink, p.folder);
-  s = graph_rewrite(s, p.expand);
-  ReduceContext ctx;
-  s = graph_rewrite(s, p.reduce, &ctx);
-  if (opts.gpu_vector_loads) s = vectorize_gpu_loads(s);
-  return opts.vector_bytes > 0 ? vectorize_stores(s, opts.vector_bytes) : s;
 }
 
 }  // namespace tg

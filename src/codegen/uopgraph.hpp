@@ -27,7 +27,14 @@ const PatternMatcher& reducer();   // needs a ReduceContext
 // TRANSCENDENTAL>=2 replaces all three everywhere.
 PatternMatcher transcendental_folding(const DeviceCaps& caps);
 
-// folder, then folder+expander, then folder+expander+reducer (tinygrad's UOpGraph.linearize rewrites).
+// The three rewrite tables for one set of device caps, built once: folder, folder+expander and
+// folder+expander+reducer (tinygrad's UOpGraph.linearize rewrites).
+struct RewritePasses {
+  PatternMatcher folder, expand, reduce;
+};
+const RewritePasses& rewrite_passes(const DeviceCaps& caps);
+
+// The rewrite passes in order on a lowered kernel (codegen/pipeline.cpp lists them).
 UOp full_graph_rewrite(const UOp& sink, const DeviceCaps& caps = {});
 
 // transcendental.cpp: 1 ULP approximations built from +, *, where, casts and bitcasts.
