@@ -29,20 +29,6 @@ namespace {
 
 // ---- temp files and a subprocess, without a shell ----
 
-std::string tmpdir() {
-  std::string d = getenv_str("TMPDIR", "/tmp");
-  return d.empty() ? "/tmp" : d;
-}
-
-// Creates an empty temp file with this suffix and returns its path.
-std::string make_temp(const std::string& suffix) {
-  std::string path = tmpdir() + "/tg_XXXXXX" + suffix;
-  int fd = mkstemps(path.data(), static_cast<int>(suffix.size()));
-  if (fd < 0) throw Error("CPU: can't create a temp file in " + tmpdir() + ": " + std::strerror(errno) + "; set TMPDIR to a writable folder");
-  close(fd);
-  return path;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::ostringstream ss;
@@ -50,15 +36,9 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void write_file(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!f) throw Error("CPU: can't write " + path + ": disk full or not writable; set TMPDIR to another folder");
-}
-
 struct TempFile {
   std::string path;
-  explicit TempFile(const std::string& suffix) : path(make_temp(suffix)) {}
+  explicit TempFile(const std::string& suffix, const std::string& data = "") : path(write_temp("tg", suffix, data)) {}
   ~TempFile() { unlink(path.c_str()); }
 };
 
@@ -115,8 +95,7 @@ class ClangCompiler : public Compiler {
     return k;
   }
   std::string compile(const std::string& src) override {
-    TempFile in(".c"), out(".so"), log(".log");
-    write_file(in.path, src);
+    TempFile in(".c", src), out(".so"), log(".log");
     std::vector<std::string> argv = cc();
     auto fl = flags();
     argv.insert(argv.end(), fl.begin(), fl.end());
@@ -139,8 +118,7 @@ using CallFn = void (*)(void**, const int*, int, int);
 class CPUProgram : public RuntimeProgram {
  public:
   CPUProgram(const std::string& name, const std::string& lib) : name_(name) {
-    TempFile so(".so");   // dlopen needs a file; unlinked once loaded
-    write_file(so.path, lib);
+    TempFile so(".so", lib);   // dlopen needs a file; unlinked once loaded
     handle_ = dlopen(so.path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) throw Error("CPU program " + name + ": dlopen failed: " + dlerror());
     fn_ = reinterpret_cast<CallFn>(dlsym(handle_, (name + "_call").c_str()));
