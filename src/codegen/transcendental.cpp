@@ -203,7 +203,10 @@ UOp xexp2(const UOp& d) {
   double lower = is(dt, dtypes::float64) ? -2000 : is(dt, dtypes::float32) ? -150 : -23.0;
   UOp x = k(d, lower).lt(d).where(d, k(d, lower));
   x = x.lt(k(x, upper)).where(x, k(x, upper));
-  UOp q = rintk(x);
+  // x >= lower, so x + 0.5 - lower is positive and truncating it is a floor: round to nearest
+  // without the sign select of rintk (ties go up, which the polynomial's range allows)
+  UOp floor_shifted = (x + k(x, 0.5 - lower)).cast(int_of(dt));
+  UOp q = floor_shifted + ki(floor_shifted, int64_t(lower));
   UOp s = x - q.cast(x->dtype);
   UOp u;
   // polynomial on [-(log 2)/2, (log 2)/2]
