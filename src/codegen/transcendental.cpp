@@ -59,11 +59,6 @@ UOp ldexp3k(const UOp& d, const UOp& e) {
   return (m1 + m2).bitcast(d->dtype);
 }
 
-// d * 2^e for int e, d > 0 and not denormal
-UOp ldexp2k(const UOp& d, const UOp& e) {
-  return (d * pow2if(shr(e, 1), d->dtype)) * pow2if(e - shr(e, 1), d->dtype);
-}
-
 // (mantissa, exponent)
 std::pair<UOp, UOp> frexp(const UOp& v) {
   DType dt = v->dtype;
@@ -196,17 +191,18 @@ UOp xsin(const UOp& d, bool fast, double switch_over) {
 UOp xexp2(const UOp& d) {
   // Clamp to [lower, upper] first: NaN and -inf go to lower (a compare with NaN is false), +inf to
   // upper, so the polynomial and the int conversion only see finite values. 2^lower rounds to 0 and
-  // 2^upper to inf inside ldexp2k, so the ends need no selects of their own: 5 selects in all where
-  // tinygrad's masking takes 12, which is most of a vector exp on the CPU (float16: see below).
+  // 2^upper to inf in the two-factor ldexp below, so the ends need no selects of their own: 3 in
+  // all where tinygrad's masking takes 12, most of a vector exp on the CPU (float16: see below).
   DType dt = d->dtype;
   double upper = is(dt, dtypes::float64) ? 1024 : is(dt, dtypes::float32) ? 128 : 23.0;
-  double lower = is(dt, dtypes::float64) ? -2000 : is(dt, dtypes::float32) ? -150 : -23.0;
+  double lower = is(dt, dtypes::float64) ? -2000 : is(dt, dtypes::float32) ? -150 : -24.0;   // even: see below
   UOp x = k(d, lower).lt(d).where(d, k(d, lower));
   x = x.lt(k(x, upper)).where(x, k(x, upper));
   // x >= lower, so x + 0.5 - lower is positive and truncating it is a floor: round to nearest
   // without the sign select of rintk (ties go up, which the polynomial's range allows)
-  UOp floor_shifted = (x + k(x, 0.5 - lower)).cast(int_of(dt));
-  UOp q = floor_shifted + ki(floor_shifted, int64_t(lower));
+  const int64_t lo = int64_t(lower);
+  UOp shifted = (x + k(x, 0.5 - lower)).cast(int_of(dt));   // q - lower, >= 0
+  UOp q = shifted + ki(shifted, lo);
   UOp s = x - q.cast(x->dtype);
   UOp u;
   // polynomial on [-(log 2)/2, (log 2)/2]
@@ -218,7 +214,10 @@ UOp xexp2(const UOp& d) {
   } else {
     u = polyN(k(s, 0.1535920892e-3), s, {0.1339262701e-2, 0.9618384764e-2, 0.5550347269e-1, 0.2402264476e+0, 0.6931471825e+0, 0.1000000000e+1});
   }
-  u = ldexp2k(u, q);
+  // tinygrad's ldexp2k (u * 2^h * 2^(q-h), h about q/2: 2^q alone may not be a normal float), h from
+  // the non-negative q - lower, where halving is one unsigned shift instead of a signed division
+  UOp h = shr(shifted.cast(uint_of(dt)), 1).cast(int_of(dt));
+  u = (u * pow2if(h + ki(h, lo / 2), dt)) * pow2if(shifted - h + ki(h, lo / 2), dt);
   // float16 is computed in float on some devices (clang's __fp16), where 2^23 and 2^-23 don't round
   // to inf and 0: the ends get selects, at tinygrad's bounds (below -22 is 0)
   if (is(dt, dtypes::float16)) u = x.lt(k(x, -22.0)).where(k(x, 0.0), x.lt(k(x, upper)).where(u, k(x, INFINITY)));
