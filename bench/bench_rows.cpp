@@ -1,7 +1,8 @@
-// bench_rows: the CPU row kernels (softmax, log_softmax, layernorm, cross-entropy) against the memory
-// bound measured in the same run, with THREADS=1 and with all cores. JSON lines.
+// bench_rows: the CPU row kernels (softmax, log_softmax, layernorm, cross-entropy) and Tensor::rand
+// against the memory bound measured in the same run, with THREADS=1 and with all cores. JSON lines.
 //   bound: one pass that reads the input once and writes the output once (y = 2*x, bench/limits),
-//     or only reads it for a reduction to a scalar (cross-entropy), on the same thread count.
+//     only reads it for a reduction to a scalar (cross-entropy), or only writes the output (rand),
+//     on the same thread count.
 //   ms / cpu_ms: the median wall time of a realize() and the process CPU time it took (all threads);
 //     on a machine shared with other work the CPU time ratio (x_bound_cpu) is the steadier figure.
 // BENCH_ITERS sets the iterations per round (default 5); the best round of BENCH_ROUNDS (default 2)
@@ -53,7 +54,7 @@ Timed time_it(int iters, const std::function<void()>& fn) {
 struct Workload {
   std::string name;
   std::vector<int64_t> shape;
-  bool writes;   // the output is as large as the input (else a scalar)
+  tgbench::Pass pass;   // the memory traffic at the least
   std::function<tg::Tensor()> run;
 };
 
@@ -74,10 +75,11 @@ int main() {
   tg::Tensor ln = tg::Tensor::rand({8192, 1024}).realize();
   tg::Tensor labels = (tg::Tensor::rand({4096}) * 4095.f).cast(tg::dtypes::int32).realize();
   std::vector<Workload> ws = {
-      {"softmax", {4096, 4096}, true, [&] { return sq.softmax(-1); }},
-      {"log_softmax", {4096, 4096}, true, [&] { return sq.log_softmax(-1); }},
-      {"layernorm", {8192, 1024}, true, [&] { return ln.layernorm(); }},
-      {"cross_entropy", {4096, 4096}, false, [&] { return sq.sparse_categorical_crossentropy(labels); }},
+      {"softmax", {4096, 4096}, tgbench::Pass::read_write, [&] { return sq.softmax(-1); }},
+      {"log_softmax", {4096, 4096}, tgbench::Pass::read_write, [&] { return sq.log_softmax(-1); }},
+      {"layernorm", {8192, 1024}, tgbench::Pass::read_write, [&] { return ln.layernorm(); }},
+      {"cross_entropy", {4096, 4096}, tgbench::Pass::read, [&] { return sq.sparse_categorical_crossentropy(labels); }},
+      {"rand", {int64_t{1} << 24}, tgbench::Pass::write, [] { return tg::Tensor::rand({int64_t{1} << 24}); }},
   };
 
   for (int threads : {1, cores}) {
@@ -88,7 +90,7 @@ int main() {
       tgbench::PassTime bound{1e30, 1e30};
       Timed t;
       for (int r = 0; r < rounds; r++) {   // alternate the bound and the kernel: both see the same load
-        tgbench::PassTime b = tgbench::stream_pass(bytes, w.writes, threads, iters);
+        tgbench::PassTime b = tgbench::stream_pass(bytes, w.pass, threads, iters);
         bound.wall_ms = std::min(bound.wall_ms, b.wall_ms);
         bound.cpu_ms = std::min(bound.cpu_ms, b.cpu_ms);
         Timed tr = time_it(iters, [&] { w.run().realize(); });
@@ -99,7 +101,7 @@ int main() {
       std::printf("{\"bench\": \"%s\", \"shape\": %s, \"threads\": %d, \"ms\": %.3f, \"cpu_ms\": %.3f, \"cold_ms\": %.1f, "
                   "\"bound\": \"%s\", \"bound_ms\": %.3f, \"bound_cpu_ms\": %.3f, \"x_bound\": %.2f, \"x_bound_cpu\": %.2f}\n",
                   w.name.c_str(), shape_json(w.shape).c_str(), threads, t.ms, t.cpu_ms, t.cold_ms,
-                  w.writes ? "read+write once (y=2x)" : "read once (sum)", bound.wall_ms, bound.cpu_ms,
+                  w.pass == tgbench::Pass::read_write ? "read+write once (y=2x)" : w.pass == tgbench::Pass::read ? "read once (sum)" : "write once (fill)", bound.wall_ms, bound.cpu_ms,
                   t.ms / bound.wall_ms, t.cpu_ms / bound.cpu_ms);
       std::fflush(stdout);
     }

@@ -178,10 +178,10 @@ double fma_peak_core_cputime() {
   return 2.0 * 16 * kChains * double(iters) / best / 1e9;
 }
 
-PassTime stream_pass(size_t bytes, bool write, int threads, int reps) {
+PassTime stream_pass(size_t bytes, Pass pass, int threads, int reps) {
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   const size_t n = bytes / sizeof(float);
-  std::vector<float> x(n, 0.25f), y(write ? n : 0, 0.f);
+  std::vector<float> x(pass == Pass::write ? 0 : n, 0.25f), y(pass == Pass::read ? 0 : n, 0.f);
   std::vector<double> sums(threads);
   auto cpu_ms = [] {
     timespec t;
@@ -193,14 +193,16 @@ PassTime stream_pass(size_t bytes, bool write, int threads, int reps) {
     const double c0 = cpu_ms();
     const double wall = 1e3 * best_parallel(threads, 1, [&](int i) {
       size_t lo = n * i / threads, hi = n * (i + 1) / threads;
-      if (write) {
+      if (pass == Pass::read_write) {
         for (size_t k = lo; k < hi; k++) y[k] = 2.0f * x[k];
-        return;
+      } else if (pass == Pass::write) {
+        for (size_t k = lo; k < hi; k++) y[k] = float(k);
+      } else {
+        float s[16] = {};
+        for (size_t k = lo; k + 16 <= hi; k += 16)
+          for (int j = 0; j < 16; j++) s[j] += x[k + j];
+        for (int j = 0; j < 16; j++) sums[i] += s[j];
       }
-      float s[16] = {};
-      for (size_t k = lo; k + 16 <= hi; k += 16)
-        for (int j = 0; j < 16; j++) s[j] += x[k + j];
-      for (int j = 0; j < 16; j++) sums[i] += s[j];
     });
     const double cpu = cpu_ms() - c0;
     if (r == 0) continue;
