@@ -56,6 +56,8 @@ const std::vector<Conv> kCases = {
     {"depthwise", {2, 4, 6, 6}, {4, 1, 3, 3}, 4, {1}, {1}, {0}, true},
     {"conv1d", {2, 3, 13}, {5, 3, 4}, 1, {2}, {1}, {1}},
     {"conv3d", {1, 2, 5, 4, 6}, {3, 2, 2, 3, 2}, 1, {1}, {1}, {1}},
+    {"batch_blocks", {10, 2, 26, 26}, {3, 2, 3, 3}},   // weight gradient reduced in 2 blocks of 5 images
+    {"batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, 1, {1}, {1}, {1}},   // 7 blocks of 1
 };
 
 }  // namespace

@@ -45,6 +45,9 @@ Tensor conv_pooled(const Tensor& xp, const Tensor& weight, int groups, const Sha
 
 namespace F {
 namespace {
+// (batch, *out) elements per block of the weight gradient's reduce (see Conv2d::backward)
+constexpr int64_t kReduceBlock = 4096;
+
 // per spatial dim j: (left, right) padding from pad2d's order (last dim first)
 std::pair<int64_t, int64_t> side_pads(const Shape& pad2d, size_t n, size_t j) {
   const size_t m = n - 1 - j;
@@ -115,18 +118,36 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
   }
   if (needs_input_grad[1]) {
-    // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d]
+    // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d], as a GEMM with co the unit-stride
+    // output axis (a GEMM's N: grad_output is its B operand, read one co panel at a time) and the
+    // reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose partial sums
+    // add up in a second small kernel: one block's B panel then stays in cache.
     const int64_t bs = x.shape()[0];
-    Tensor xw = detail::pool(x.pad2d(args_.pad), K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
     Shape O(g.shape().begin() + 2, g.shape().end());
-    Shape xr{bs, groups, 1, cin}, gr{bs, groups, rcout, 1};
-    xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end());
-    gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1);
-    std::vector<int> red{0};
+    int64_t per_image = 1;
+    for (int64_t v : O) per_image *= v;
+    int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
+    for (int64_t b = 1; b <= bs; b++)
+      if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
+    const int64_t nb = bs / blk;
+    Tensor xw = detail::pool(x.pad2d(args_.pad), K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
+    // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
+    Shape xr{nb, blk, groups, cin}, gr{nb, blk, groups, 1};
+    xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(1);
+    gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1), gr.push_back(rcout);
+    std::vector<int> glast{0, 1, 2};   // (nb, blk, groups, rcout, *o) -> (nb, blk, groups, *o, rcout)
+    for (size_t j = 0; j < n; j++) glast.push_back(static_cast<int>(4 + j));
+    glast.push_back(3);
+    Shape gsplit{nb, blk, groups, rcout};
+    gsplit.insert(gsplit.end(), O.begin(), O.end());
+    std::vector<int> red{1};
     for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
+    Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
+    std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
+    for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
     Shape out{cout, cin};
     out.insert(out.end(), K.begin(), K.end());
-    dw = detail::lb((xw.reshape(xr) * g.reshape(gr)).sum(red).reshape(out));
+    dw = detail::lb(part.sum(0).permute(co_first).reshape(out));
   }
   return {dx, dw};
 }
