@@ -4,6 +4,7 @@
 #include "access.hpp"
 #include "tg/helpers.hpp"
 #include "tg/symbolic.hpp"
+#include "uop/affine.hpp"
 #include "uop/symbolic.hpp"
 
 using namespace tg;
@@ -189,4 +190,38 @@ TEST(Expr, Errors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("(a//0)"), std::string::npos) << e.what();
   }
+}
+
+// uop/affine: the one affine view of index math the folder, the vectorizer and reduce_fold share. Its
+// parts are x's own nodes, so a pass that sums them again gets x back (kernels don't change).
+TEST(Affine, TermsConstAndLinearParts) {
+  UOp a = var("a", 0, 10), b = var("b", 0, 10), c = var("c", 0, 10);
+  UOp x = (a * ci(4) + ci(3) * b) + (c + ci(7));
+  Affine f = affine(x);
+  EXPECT_EQ(f.c, 7);
+  ASSERT_EQ(f.terms.size(), 3u);
+  EXPECT_EQ(f.terms[0].term, a);
+  EXPECT_EQ(f.terms[0].coeff, 4);
+  EXPECT_EQ(f.terms[1].term, b);
+  EXPECT_EQ(f.terms[1].coeff, 3);
+  EXPECT_EQ(f.terms[2].term, c);
+  EXPECT_EQ(f.terms[2].coeff, 1);
+  std::vector<UOp> parts;
+  add_terms(x, parts);
+  EXPECT_EQ(parts.size(), 4u);
+  EXPECT_EQ(sum_terms(parts), UOp(((a * ci(4) + ci(3) * b) + c) + ci(7)));
+  auto [base, off] = split_const(c + ci(7));
+  EXPECT_EQ(base, c);
+  EXPECT_EQ(off, 7);
+  EXPECT_FALSE(split_const(ci(5)).first);
+  EXPECT_EQ(split_const(ci(5)).second, 5);
+  // linear in two variables at once, the rest a base free of them
+  auto l = linear_in(a * ci(2) - b * ci(3) + c, {a, b});
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->coeffs, (std::vector<int64_t>{2, -3}));
+  EXPECT_FALSE(depends_on(l->base, a));
+  EXPECT_FALSE(depends_on(l->base, b));
+  EXPECT_TRUE(depends_on(l->base, c));
+  EXPECT_FALSE(linear_in(a * b, {a}).has_value());
+  EXPECT_FALSE(linear_in((a + c) / ci(2), {a}).has_value());
 }
