@@ -403,6 +403,15 @@ void cpu_optimizations(Kernel& k) {
       auto st = stride_of(k, i, raxis);
       contiguous = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, raxis);
     }
+    if (k.symbolic_axis(raxis)) {
+      // a symbolic loop (s is its max) is split into tiles of a vector's lanes plus a tail: no
+      // divisor needed; fewer lanes when the max is short (two tiles at least, see apply_sym_opt)
+      // (as a fixed dim: a contiguous reduce by a vector's lanes, a short one (a whole unroll there) by 4)
+      int64_t amt = contiguous && !vaxis && lanes > 1 ? lanes : s <= 32 && up * s <= 256 ? 4 : 1;
+      while (amt > 4 && (2 * amt > s || up * amt > 256)) amt /= 2;
+      if (amt > 1 && s >= 2 * amt) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), amt});
+      return;
+    }
     const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {lanes, 8, 4}) : 1;
     if (vlanes > 1 && up * vlanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});

@@ -40,11 +40,18 @@ int64_t Opt::real_axis(const Kernel& k) const {
   return *axis;
 }
 
+Arg KernelInfo::to_arg() const {
+  std::vector<int64_t> v{local_dims, upcasted, dont_use_locals ? 1 : 0};
+  for (auto [axis, amt] : sym_splits) v.insert(v.end(), {axis, amt});
+  return v;
+}
+
 KernelInfo KernelInfo::from_arg(const Arg& a) {
   KernelInfo ki;
   if (const auto* v = std::get_if<std::vector<int64_t>>(&a)) {
-    TG_ASSERT(v->size() == 3, "KernelInfo arg needs {local_dims, upcasted, dont_use_locals}");
+    TG_ASSERT(v->size() >= 3 && v->size() % 2 == 1, "KernelInfo arg needs {local_dims, upcasted, dont_use_locals, (axis, amt)...}");
     ki.local_dims = (*v)[0], ki.upcasted = (*v)[1], ki.dont_use_locals = (*v)[2] != 0;
+    for (size_t i = 3; i < v->size(); i += 2) ki.sym_splits.emplace_back((*v)[i], (*v)[i + 1]);
   }
   return ki;
 }
@@ -211,6 +218,12 @@ bool Kernel::symbolic_axis(int64_t axis) const {
   return false;
 }
 
+std::optional<int64_t> Kernel::sym_split_of(int64_t axis) const {
+  for (auto [a, amt] : sym_splits)
+    if (a == axis) return amt;
+  return std::nullopt;
+}
+
 Shape Kernel::full_unupcasted_shape() const {
   const Shape& fs = full_shape();
   return Shape(fs.begin(), fs.begin() + first_upcast());
@@ -271,6 +284,12 @@ void Kernel::shift_to(int64_t axis, int64_t amount, bool top, std::optional<int6
   perm.push_back(static_cast<int>(move_axis));
   for (int64_t i = insert_before; i < shape_len() + 1; i++)
     if (i != move_axis) perm.push_back(static_cast<int>(i));
+  // split symbolic axes (never the one shifted) move with the permutation
+  for (auto& [a, amt] : sym_splits) {
+    TG_ASSERT(a != axis, "a split symbolic axis can't be shifted");
+    const int a1 = static_cast<int>(a < axis ? a : a + 1);
+    a = std::find(perm.begin(), perm.end(), a1) - perm.begin();
+  }
   reshape_and_permute(
       [&](const Shape& x) {
         Shape r(x.begin(), x.begin() + axis);
@@ -298,6 +317,7 @@ bool Kernel::simplify_ones() {
   };
   local_dims -= count(first_reduce() - local_dims, first_reduce());
   upcasted -= count(first_upcast(), shape_len());
+  for (auto& [a, amt] : sym_splits) a -= count(0, a);   // (a symbolic axis is never a 1)
   reshape_and_permute(
       [&](const Shape& shape) {
         Shape r;
@@ -350,6 +370,21 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
   }
 }
 
+// An opt on a symbolic axis: UNROLL of a reduce loop by amt lanes splits it (tiles + tail, see
+// KernelInfo); the trackers stay as they are, since N can't be reshaped into N/amt x amt.
+void Kernel::apply_sym_opt(const Opt& opt, int64_t axis, bool append_opt) {
+  opt_check(opt.op == OptOps::UNROLL, "can't apply " + opt.str() + " to a symbolic dim");
+  opt_check(opt.amt && *opt.amt > 1 && *opt.amt <= 32, "UNROLL of a symbolic dim needs an amount in 2..32: " + opt.str());
+  opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "UNROLL is for reduce loops: " + opt.str());
+  opt_check(!sym_split_of(axis), "symbolic axis already unrolled: " + opt.str());
+  // with a max below two tiles the tile loop's index folds to 0 and its loads, hoisted out of a
+  // loop that may not run, would read past the end
+  opt_check(full_shape()[axis] >= 2 * *opt.amt, "symbolic dim's max " + std::to_string(full_shape()[axis]) + " is under two tiles: " + opt.str());
+  opt_check(!tensor_core, "can't unroll a symbolic dim with tensor cores");
+  sym_splits.emplace_back(axis, *opt.amt);
+  if (append_opt) applied_opts.push_back(opt);
+}
+
 void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   opt_check(!dont_use_locals || (opt.op != OptOps::LOCAL && opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP &&
                                  opt.op != OptOps::UPCASTMID),
@@ -367,7 +402,7 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   const int64_t axis = opt.real_axis(*this);
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
-  opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !symbolic_axis(axis), "can't apply " + opt.str() + " to a symbolic dim");
+  if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
 
   int64_t amt = -1;
   if (opt.op == OptOps::SWAP) {
@@ -576,7 +611,7 @@ UOp Kernel::get_optimized_ast() const {
     } else {
       std::vector<UOp> src;
       for (const UOp& s : op->src) src.push_back(fixup(s));
-      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals}.to_arg() : op->arg;
+      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals, sym_splits}.to_arg() : op->arg;
       ret = UOp(op->op, op->dtype, src, arg);
     }
     memo.emplace(std::make_pair(op.get(), apply_to_st), ret);

@@ -15,6 +15,7 @@
 #include "engine/profile.hpp"
 #include "lazy/metadata.hpp"
 #include "runtime/buffer.hpp"
+#include "shape/shape_helpers.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 
@@ -69,22 +70,6 @@ struct ReduceInfo {
   ShapeTracker input_st;
   std::vector<int64_t> axis;
 };
-
-Shape reduce_shape(const Shape& shape, const std::vector<int64_t>& axis) {
-  Shape ret = shape;
-  for (int64_t a : axis) ret[a] = 1;
-  return ret;
-}
-
-std::vector<int64_t> strides_for_shape(const Shape& shape) {
-  std::vector<int64_t> ret(shape.size(), 0);
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    ret[i] = shape[i] == 1 ? 0 : acc;
-    acc *= shape[i];
-  }
-  return ret;
-}
 
 // move the reduce axes last: (permuted tracker, reduced dims)
 std::pair<ShapeTracker, Shape> permute_reduce(const ShapeTracker& input_st, const std::vector<int64_t>& axis) {
@@ -268,6 +253,7 @@ class GroupLowerer {
       return si;
     }
     try {
+      if (schedule_lower_hook) schedule_lower_hook(reads_fused_arange_, row_.has_value());
       si.ast = lower_kernel();
     } catch (const Error& e) {   // a view that doesn't fit the reduces; internal assertions are not caught
       if (reads_fused_arange_) throw UnfusableArange(e.what());
