@@ -197,6 +197,11 @@ TEST(FuseRows, StridedInputsAndSeveralOutputs) {
   expect_same_unfused(x, [&](const Tensor& t) { return std::vector<Tensor>{(t * 2).softmax(-1) + t.layernorm(-1)}; }, 1e-4, "two families");
   std::vector<Tensor> outs{x.softmax(-1), x.max(-1, true)};
   EXPECT_LE(kernels(outs), 2u);
+  // gathers through an arange one-hot with no row max (interpolate) keep their own kernels: their
+  // row merge gave zeros once
+  Tensor z = rnd({1, 2, 5}, 8);
+  expect_same_unfused(z, [](const Tensor& t) { return std::vector<Tensor>{t.interpolate({8}, "linear")}; }, 1e-5, "interpolate up");
+  expect_same_unfused(z, [](const Tensor& t) { return std::vector<Tensor>{t.interpolate({3}, "linear")}; }, 1e-5, "interpolate down");
 }
 
 TEST(FuseRows, CrossEntropyAndGradients) {

@@ -320,12 +320,14 @@ class GroupLowerer {
   // the reduce dims of the fused aranges the row kernel computes (all alike), 0 when there are none
   size_t row_arange_dims() const {
     std::optional<size_t> dims;
+    bool has_max = false;
     std::vector<LB> stack(outs_.begin(), outs_.end());
     std::unordered_set<LB> seen;
     while (!stack.empty()) {
       LB b = stack.back();
       stack.pop_back();
       if (!seen.insert(b).second || b->realized() || (realizes_.contains(b) && !is_output(b))) continue;
+      has_max = has_max || (b->op_is(ReduceOps::MAX) && is_row_reduce(b));
       if (b->is_reduce() && !is_row_reduce(b)) {
         const size_t n = std::get<std::vector<int64_t>>(b->arg).size();
         if (!is_arange(b) || (dims && *dims != n)) throw UnfusableRow("row kernel reduce " + b->str());
@@ -334,6 +336,9 @@ class GroupLowerer {
       }
       for (auto& x : b->srcs) stack.push_back(x->base().get());
     }
+    // only a (log-)softmax row takes in an arange (cross-entropy's one-hot); other gathers
+    // (interpolate's) keep their kernels, whose nested reduces the row kernel's codegen doesn't cover
+    if (dims && !has_max) throw UnfusableRow("row kernel with an arange and no row max");
     return dims.value_or(0);
   }
   // st reads a reduce of the row kernel as its result broadcast along the rows (or as it is)
