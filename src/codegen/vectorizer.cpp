@@ -25,6 +25,27 @@ struct Vec {
   bool real;   // a vector op, not a VECTORIZE of scalar lanes
 };
 
+// split_const with the base's sum flattened and its terms in a fixed order: the lanes of a split
+// symbolic loop's tile (r*16 + lane + row*N) come out of the simplifier with their terms in
+// different orders ((row*N + r*16) for lane 0, ((r*16 + row*N) + 1) for lane 1). Only a fallback,
+// so the indexes of kernels that vectorize without it keep their form.
+std::pair<UOp, int64_t> sorted_split_const(const UOp& idx) {
+  std::vector<UOp> terms, work{idx}, flat;
+  int64_t off = 0;
+  while (!work.empty()) {
+    UOp u = work.back();
+    work.pop_back();
+    flat.clear();
+    add_terms(u, flat);
+    if (flat.size() > 1) work.insert(work.end(), flat.begin(), flat.end());
+    else if (u->op == Ops::CONST) off += const_to_int(u.const_value());
+    else terms.push_back(u);
+  }
+  if (terms.empty()) return {UOp(), off};
+  std::sort(terms.begin(), terms.end(), [](const UOp& a, const UOp& b) { return a.cmp_lt(b); });
+  return {sum_terms(terms), off};
+}
+
 UOp make_index(const UOp& base, int64_t off) {
   if (!base) return UOp::const_(dtypes::int32, off);
   return off == 0 ? base : UOp(Ops::ALU, base->dtype, {base, UOp::const_(base->dtype, off)}, BinaryOps::ADD);
@@ -99,13 +120,15 @@ class Vectorizer {
     }
     if (l0->op == Ops::LOAD && l0->src.size() == 2 &&
         all([&](const UOp& u) { return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0] == l0->src[0] && u->dtype == l0->dtype; })) {
-      auto [base, off] = split_const(l0->src[1]);
-      bool consecutive = true;
-      for (size_t j = 1; j < n && consecutive; j++) {
-        auto [b, o] = split_const(lanes[j]->src[1]);
-        consecutive = b == base && o == off + static_cast<int64_t>(j);
+      for (auto* split : {&split_const, &sorted_split_const}) {
+        auto [base, off] = split(l0->src[1]);
+        bool consecutive = true;
+        for (size_t j = 1; j < n && consecutive; j++) {
+          auto [b, o] = split(lanes[j]->src[1]);
+          consecutive = b == base && o == off + static_cast<int64_t>(j);
+        }
+        if (consecutive) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
       }
-      if (consecutive) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
     }
     if (l0->op == Ops::PHI && all([&](const UOp& u) { return u->op == Ops::PHI && u->dtype == l0->dtype; })) return phi(lanes);
     if (l0->op == Ops::GEP && l0->src[0]->dtype.count == static_cast<int>(n)) {
