@@ -189,6 +189,14 @@ TEST(CpuGemmPack, ElementwiseEpilogueAfterTheReduce) {
   const Tensor masked = mask.where(a.matmul(b), 0.0f);
   const UOp masked_ast = last_ast(masked);
   ASSERT_TRUE(cpu_gemm_pack(masked_ast, cpu())) << masked_ast.str();
+  // a conv masked by a full-size tensor after its reduce (a relu backward on a conv input gradient):
+  // the output channels over the packed weights stay the vector axis, the mask is read strided like the store
+  const Tensor relu_out = ints({64, 32, 10, 10}, 7), masked_conv = (relu_out > 0).where(x.conv2d(w), 0.0f);
+  auto plan = cpu_gemm_pack(last_ast(masked_conv), cpu());
+  ASSERT_TRUE(plan);
+  Kernel k(plan->gemm_ast, cpu());
+  k.hand_coded_optimizations();
+  EXPECT_NE(k.to_program().src.find("float16 acc0 = "), std::string::npos) << k.to_program().src;
   const auto got_conv = conv.tolist<float>(), got_masked = masked.tolist<float>();
   Context ctx({{"NOOPT", 1}});
   EXPECT_EQ(got_conv, x.conv2d(w, bias).relu().tolist<float>());
