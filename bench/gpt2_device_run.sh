@@ -4,20 +4,12 @@
 # ratios. Logs go to $OUT. Usage (repo root): GTEST_SRC=path/to/googletest bench/gpt2_device_run.sh
 #   GPT2_VOCAB_DIR: encoder.json + vocab.bpe for the tokenizer tests; TOKENS: decode steps timed (200)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-J=${J:-16}
 TOKENS=${TOKENS:-200}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
-PREFIX=""
-if [ -n "${GTEST_SRC:-}" ]; then   # the device image has no GoogleTest: build the carried sources
-  cmake -S "$GTEST_SRC" -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null &&
-    cmake --build /tmp/gtest-build -j $J >/dev/null && cmake --install /tmp/gtest-build >/dev/null
-  PREFIX="/tmp/gtest"
-fi
-# no torch prefix: bench_gpt2's libtorch peer is the CPU one; on the GPU the peer is torch_gpt2_decode.py
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+. "$(dirname "$0")/device_common.sh"
+device_setup   # no torch prefix: bench_gpt2's libtorch peer is the CPU one; on the GPU the peer is torch_gpt2_decode.py
+device_configure build-gpu || exit 1
 t0=$(date +%s)
-cmake --build build-gpu -j $J --target gpt2 bench_gpt2 test_gpt2 > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
+device_build build-gpu gpt2 bench_gpt2 test_gpt2 || exit 1
 echo "build $(( $(date +%s) - t0 )) s"
 echo "== test_gpt2 on CUDA"
 DEVICE=CUDA timeout ${TEST_TIMEOUT:-100} ./build-gpu/tests/test_gpt2 --gtest_brief=1 > "$OUT/test_gpt2.log" 2>&1; echo "test_gpt2 rc=$?"

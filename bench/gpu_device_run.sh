@@ -3,21 +3,12 @@
 # conformance suite against the Python package's libtorch), run them on CUDA and time torch on the
 # same GPU. Logs go to $OUT. Usage (repo root): GTEST_SRC=path/to/googletest bench/gpu_device_run.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-J=${J:-16}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
-TORCH_PREFIX=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-PREFIX="$TORCH_PREFIX"
-if [ -n "${GTEST_SRC:-}" ]; then   # the device image has no GoogleTest: build the carried sources
-  cmake -S "$GTEST_SRC" -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null &&
-    cmake --build /tmp/gtest-build -j $J >/dev/null && cmake --install /tmp/gtest-build >/dev/null
-  PREFIX="/tmp/gtest;$TORCH_PREFIX"
-fi
-# torch's wheel is built with the C++11 ABI; the conformance suite links it
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DTG_BUILD_EXAMPLES=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+. "$(dirname "$0")/device_common.sh"
+device_setup torch   # the conformance suite links torch's libtorch
+device_configure build-gpu -DTG_BUILD_EXAMPLES=OFF || exit 1
 TARGETS="test_cuda test_cuda_reduce test_fold test_renderer bench_gpu_reduce ${EXTRA_TARGETS:-}"
 [ "${CONFORMANCE:-0}" = 1 ] && TARGETS="$TARGETS conformance"
-cmake --build build-gpu -j $J --target $TARGETS > "$OUT/build.log" 2>&1 || { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; exit 1; }
+device_build build-gpu $TARGETS || exit 1
 echo "== tests"
 for t in test_cuda test_cuda_reduce test_fold test_renderer ${EXTRA_TESTS:-}; do
   timeout ${TEST_TIMEOUT:-120} ./build-gpu/tests/$t --gtest_brief=1 > "$OUT/$t.log" 2>&1; echo "$t rc=$?"; grep -E "FAILED|Failure|PASSED|SKIPPED \]" "$OUT/$t.log" | head -12

@@ -3,18 +3,12 @@
 # shared-memory template's block tiles, the 4096^3 kernel's DEBUG=2 line and SASS mix. Logs under $OUT.
 # Usage (repository root, on the GPU machine): OUT=<dir> GTEST_SRC=<googletest sources> bench/tc_device_run.sh
 set -u
-OUT=${OUT:-/tmp/tc_out}; mkdir -p "$OUT"
+OUT=${OUT:-/tmp/tc_out}
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader
-TORCH_PREFIX=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-PREFIX="$TORCH_PREFIX"
-if [ -n "${GTEST_SRC:-}" ]; then
-  cmake -S "$GTEST_SRC" -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null &&
-    cmake --build /tmp/gtest-build -j 16 >/dev/null && cmake --install /tmp/gtest-build >/dev/null
-  PREFIX="/tmp/gtest;$TORCH_PREFIX"
-fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" -DTG_BUILD_EXAMPLES=OFF > "$OUT/cfg.log" 2>&1 || { tail -20 "$OUT/cfg.log"; exit 1; }
-cmake --build build --target test_tensor_cores bench_gemm test_cuda -j16 > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -40; exit 1; }
+. "$(dirname "$0")/device_common.sh"
+device_setup torch
+device_configure build -DTG_BUILD_EXAMPLES=OFF || exit 1
+device_build build test_tensor_cores bench_gemm test_cuda || exit 1
 echo "built $(el)"
 T=./build/tests/test_tensor_cores B=./build/bench/bench_gemm
 # GPU correctness: a fresh process with the disk cache off (what a first run on a new machine sees; every template

@@ -7,6 +7,7 @@
 #include "runtime/buffer.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
+#include "tg/tensor.hpp"
 
 using namespace tg;
 
@@ -325,4 +326,38 @@ TEST(Schedule, TrainingStyleLoopDoesNotGrow) {
     if (i == 10) live_at_10 = uop_live_count();
     if (i == 99) EXPECT_EQ(uop_live_count(), live_at_10);
   }
+}
+
+// Issue 10 bug 4: the scheduler lowers a group again (its arange realized, or its rows unmerged) only
+// on the expected conditions; an internal assertion raised while lowering a group that computes a
+// fused arange or is a row kernel surfaces. A catch-all retry would realize the arange, lower the
+// group again without it and hide the assertion: the schedule would then succeed.
+TEST(Schedule, InternalAssertionsInFusedGroupsSurface) {
+  struct Unhook {
+    ~Unhook() { schedule_lower_hook = nullptr; }
+  } unhook;
+  Context ctx{{"FUSE_ARANGE", 1}, {"FUSE_ROWS", 1}};
+  auto one_hot = [] { return Access::lazydata(Tensor::empty({8}, Opts{dtypes::int32, "CPU", false}).one_hot(10)); };
+  auto softmax = [] { return Access::lazydata(Tensor::empty({4, 16}, Opts{dtypes::float32, "CPU", false}).softmax(-1)); };
+  int fused = 0, rows = 0;
+  schedule_lower_hook = [&](bool arange, bool row) { fused += arange, rows += row; };
+  const size_t plain = kernels({one_hot()});
+  (void)kernels({softmax()});
+  ASSERT_GT(fused, 0) << "one_hot's arange is no longer fused: the test checks nothing";
+  ASSERT_GT(rows, 0) << "softmax is no longer a row kernel: the test checks nothing";
+
+  schedule_lower_hook = [](bool arange, bool) { TG_ASSERT(!arange, "injected scheduler bug"); };
+  try {
+    (void)kernels({one_hot()});
+    ADD_FAILURE() << "an internal assertion in a fused-arange group was swallowed";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("injected scheduler bug"), std::string::npos) << e.what();
+  }
+  schedule_lower_hook = [](bool, bool row) { TG_ASSERT(!row, "injected scheduler bug"); };
+  EXPECT_THROW((void)kernels({softmax()}), std::logic_error);
+
+  // the expected condition is still retried: a tg::Error from a group with a fused arange realizes the
+  // arange on its own (one kernel more) and the group lowers without it
+  schedule_lower_hook = [](bool arange, bool) { if (arange) throw Error("views don't fit the reduces"); };
+  EXPECT_EQ(kernels({one_hot()}), plain + 1);
 }

@@ -256,10 +256,11 @@ bool gpu_reduce(Kernel& k) {
   const Shape& fs = k.full_shape();
   const int64_t fr = k.first_reduce(), n = k.shape_len();
   if (fr >= n) return false;
-  int64_t red = 1, out = 1;
-  for (int64_t i = fr; i < n; i++) red *= fs[i];
-  for (int64_t i = 0; i < fr; i++) out *= fs[i];
   const size_t b = static_cast<size_t>(k.full_buf_index);
+  int64_t red = 1, out = 1;
+  // the main input's reduce dims (a row kernel's fused arange adds dims of its own, 1 in the input)
+  for (int64_t i = fr; i < n; i++) red *= k.sts[b].shape()[i];
+  for (int64_t i = 0; i < fr; i++) out *= fs[i];
   auto st = [&](int64_t axis) { return stride_of(k, b, axis); };
   auto try_opts = [&](const std::vector<Opt>& opts) {
     Kernel saved = k;
@@ -406,8 +407,19 @@ void cpu_optimizations(Kernel& k) {
     const int64_t raxis = static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1;
     bool contiguous = true;
     for (size_t i = 1; i < k.bufs.size() && contiguous; i++) {
+      // (a row kernel's fused arange is a masked const: index math per lane, not a load)
+      if (k.row_kernel() && k.bufs[i]->op == Ops::CONST) continue;
       auto st = stride_of(k, i, raxis);
       contiguous = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, raxis);
+    }
+    if (k.symbolic_axis(raxis)) {
+      // a symbolic loop (s is its max) is split into tiles of a vector's lanes plus a tail: no
+      // divisor needed; fewer lanes when the max is short (two tiles at least, see apply_sym_opt)
+      // (as a fixed dim: a contiguous reduce by a vector's lanes, a short one (a whole unroll there) by 4)
+      int64_t amt = contiguous && !vaxis && lanes > 1 ? lanes : s <= 32 && up * s <= 256 ? 4 : 1;
+      while (amt > 4 && (2 * amt > s || up * amt > 256)) amt /= 2;
+      if (amt > 1 && s >= 2 * amt) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), amt});
+      return;
     }
     const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {lanes, 8, 4}) : 1;
     if (vlanes > 1 && up * vlanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});

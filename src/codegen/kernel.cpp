@@ -40,11 +40,18 @@ int64_t Opt::real_axis(const Kernel& k) const {
   return *axis;
 }
 
+Arg KernelInfo::to_arg() const {
+  std::vector<int64_t> v{local_dims, upcasted, dont_use_locals ? 1 : 0};
+  for (auto [axis, amt] : sym_splits) v.insert(v.end(), {axis, amt});
+  return v;
+}
+
 KernelInfo KernelInfo::from_arg(const Arg& a) {
   KernelInfo ki;
   if (const auto* v = std::get_if<std::vector<int64_t>>(&a)) {
-    TG_ASSERT(v->size() == 3, "KernelInfo arg needs {local_dims, upcasted, dont_use_locals}");
+    TG_ASSERT(v->size() >= 3 && v->size() % 2 == 1, "KernelInfo arg needs {local_dims, upcasted, dont_use_locals, (axis, amt)...}");
     ki.local_dims = (*v)[0], ki.upcasted = (*v)[1], ki.dont_use_locals = (*v)[2] != 0;
+    for (size_t i = 3; i < v->size(); i += 2) ki.sym_splits.emplace_back((*v)[i], (*v)[i + 1]);
   }
   return ki;
 }
@@ -116,22 +123,45 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
 
   std::unordered_map<const UOpNode*, ShapeTracker> st_memo;
   for (const UOp& b : bufs) sts.push_back(node_st(b, st_memo));
+  // a reduce in another's source over axes that one doesn't span (1 in its input) is nested in it
+  // (a row reduce read broadcast by the next, softmax's max in its sum, is not)
+  inner_reduce.assign(reduceops.size(), false);
+  for (size_t j = 0; j < reduceops.size(); j++) {
+    const Shape& in_j = node_st(reduceops[j]->src[0], st_memo).shape();
+    for (const UOp& u : reduceops[j]->src[0].toposort()) {
+      if (u->op != Ops::REDUCE_AXIS) continue;
+      const std::vector<int64_t>& ax = u->as<ReduceArg>().axes;
+      if (std::all_of(ax.begin(), ax.end(), [&](int64_t a) { return in_j[a] == 1; }))
+        inner_reduce[std::find(reduceops.begin(), reduceops.end(), u) - reduceops.begin()] = true;
+    }
+  }
+  // several outer reduces with one nested in them (a row kernel reading a fused arange): the full
+  // shape is the nested reduce's input (it adds the arange's dims), the main buffer a row reduce's
+  const size_t outer = std::count(inner_reduce.begin(), inner_reduce.end(), false);
+  const bool nested_rows = outer >= 2 && outer < reduceops.size();
   if (!reduceops.empty()) {
+    const size_t first = nested_rows ? std::find(inner_reduce.begin(), inner_reduce.end(), false) - inner_reduce.begin() : 0;
     std::vector<UOp> early;
     std::unordered_set<const UOpNode*> seen_r;
-    lazyops(reduceops[0], early, seen_r);
+    lazyops(reduceops[first], early, seen_r);
     for (const UOp& u : early)
-      if (is_buffer_op(u)) {
+      if (is_buffer_op(u) && (!nested_rows || u->op == Ops::LOAD)) {
         full_buf_index = static_cast<int>(std::find(bufs.begin(), bufs.end(), u) - bufs.begin());
         break;
       }
   }
+  full_st_index = full_buf_index;
   for (const UOp& r : reduceops) {
     sts.push_back(node_st(r, st_memo));
     sts.push_back(node_st(r->src[0], st_memo));
   }
+  if (nested_rows)
+    for (size_t i = 0; i < reduceops.size(); i++) {
+      const size_t in = bufs.size() + 2 * i + 1;
+      if (prod(sts[in].shape()) > prod(sts[full_st_index].shape())) full_st_index = static_cast<int>(in);
+    }
   // a row kernel (every reduce over the same axes) may store at the full shape
-  if (same_reduce_axes() && sts[0].shape() != sts[bufs.size()].shape()) out_ref = static_cast<int>(bufs.size());
+  if (same_reduce_axes() && sts[0].shape() != sts[first_outer_st()].shape()) out_ref = static_cast<int>(first_outer_st());
 
   // the Variables of symbolic trackers are kernel arguments too
   for (const ShapeTracker& st : sts)
@@ -149,24 +179,34 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
     }
   std::sort(vars.begin(), vars.end(), [](const UOp& a, const UOp& b) { return a->as<std::string>() < b->as<std::string>(); });
 
-  // move all reduce axes to the end
+  // move all reduce axes to the end; a nested reduce's own axes go before the row's, so the row's
+  // axes stay last (the heuristics unroll and group the last reduce axis)
   std::vector<int> permute;
   const Shape fs = full_shape(), os = output_shape();
   TG_ASSERT(fs.size() == os.size(), "output and full shape differ in rank: " + to_str(fs) + " vs " + to_str(os));
+  const Shape& row_in = sts[first_outer_st() + 1].shape();
   for (size_t i = 0; i < fs.size(); i++)
     if (fs[i] == os[i]) permute.push_back(static_cast<int>(i));
-  for (size_t i = 0; i < fs.size(); i++)
-    if (fs[i] != os[i]) permute.push_back(static_cast<int>(i));
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < fs.size(); i++)
+      if (fs[i] != os[i] && (pass == 1) == (!nested_rows || row_in[i] == fs[i])) permute.push_back(static_cast<int>(i));
   reshape_and_permute(nullptr, permute);
 
   simplify_ones();
   simplify_merge_adjacent();
 }
 
+size_t Kernel::first_outer_st() const {
+  const size_t i = std::find(inner_reduce.begin(), inner_reduce.end(), false) - inner_reduce.begin();
+  return bufs.size() + 2 * (i < reduceops.size() ? i : 0);
+}
+
 bool Kernel::same_reduce_axes() const {
   if (reduceops.empty()) return false;
-  for (size_t i = 1; i < reduceops.size(); i++)
-    if (sts[bufs.size() + 2 * i].shape() != sts[bufs.size()].shape()) return false;
+  // (a nested reduce is left out only under two or more outer ones: a row kernel reading an arange)
+  const bool skip_inner = std::count(inner_reduce.begin(), inner_reduce.end(), false) >= 2;
+  for (size_t i = 0; i < reduceops.size(); i++)
+    if (!(skip_inner && inner_reduce[i]) && sts[bufs.size() + 2 * i].shape() != sts[first_outer_st()].shape()) return false;
   return true;
 }
 
@@ -176,6 +216,12 @@ bool Kernel::symbolic_axis(int64_t axis) const {
     if (v.sym && axis >= 0 && axis < static_cast<int64_t>(v.sym->shape.size()) && !v.sym->shape[axis].is_const()) return true;
   }
   return false;
+}
+
+std::optional<int64_t> Kernel::sym_split_of(int64_t axis) const {
+  for (auto [a, amt] : sym_splits)
+    if (a == axis) return amt;
+  return std::nullopt;
 }
 
 Shape Kernel::full_unupcasted_shape() const {
@@ -238,6 +284,12 @@ void Kernel::shift_to(int64_t axis, int64_t amount, bool top, std::optional<int6
   perm.push_back(static_cast<int>(move_axis));
   for (int64_t i = insert_before; i < shape_len() + 1; i++)
     if (i != move_axis) perm.push_back(static_cast<int>(i));
+  // split symbolic axes (never the one shifted) move with the permutation
+  for (auto& [a, amt] : sym_splits) {
+    TG_ASSERT(a != axis, "a split symbolic axis can't be shifted");
+    const int a1 = static_cast<int>(a < axis ? a : a + 1);
+    a = std::find(perm.begin(), perm.end(), a1) - perm.begin();
+  }
   reshape_and_permute(
       [&](const Shape& x) {
         Shape r(x.begin(), x.begin() + axis);
@@ -265,6 +317,7 @@ bool Kernel::simplify_ones() {
   };
   local_dims -= count(first_reduce() - local_dims, first_reduce());
   upcasted -= count(first_upcast(), shape_len());
+  for (auto& [a, amt] : sym_splits) a -= count(0, a);   // (a symbolic axis is never a 1)
   reshape_and_permute(
       [&](const Shape& shape) {
         Shape r;
@@ -317,6 +370,21 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
   }
 }
 
+// An opt on a symbolic axis: UNROLL of a reduce loop by amt lanes splits it (tiles + tail, see
+// KernelInfo); the trackers stay as they are, since N can't be reshaped into N/amt x amt.
+void Kernel::apply_sym_opt(const Opt& opt, int64_t axis, bool append_opt) {
+  opt_check(opt.op == OptOps::UNROLL, "can't apply " + opt.str() + " to a symbolic dim");
+  opt_check(opt.amt && *opt.amt > 1 && *opt.amt <= 32, "UNROLL of a symbolic dim needs an amount in 2..32: " + opt.str());
+  opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "UNROLL is for reduce loops: " + opt.str());
+  opt_check(!sym_split_of(axis), "symbolic axis already unrolled: " + opt.str());
+  // with a max below two tiles the tile loop's index folds to 0 and its loads, hoisted out of a
+  // loop that may not run, would read past the end
+  opt_check(full_shape()[axis] >= 2 * *opt.amt, "symbolic dim's max " + std::to_string(full_shape()[axis]) + " is under two tiles: " + opt.str());
+  opt_check(!tensor_core, "can't unroll a symbolic dim with tensor cores");
+  sym_splits.emplace_back(axis, *opt.amt);
+  if (append_opt) applied_opts.push_back(opt);
+}
+
 void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   opt_check(!dont_use_locals || (opt.op != OptOps::LOCAL && opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP &&
                                  opt.op != OptOps::UPCASTMID),
@@ -334,7 +402,7 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   const int64_t axis = opt.real_axis(*this);
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
-  opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !symbolic_axis(axis), "can't apply " + opt.str() + " to a symbolic dim");
+  if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
 
   int64_t amt = -1;
   if (opt.op == OptOps::SWAP) {
@@ -520,7 +588,11 @@ UOp Kernel::get_optimized_ast() const {
         return ret;
       }
       ret = UOp(Ops::REDUCE_AXIS, op->dtype, {fixup(op->src[0])}, ReduceArg{rop, axes});
-      if (group_for_reduces) {
+      // (a reduce nested in a row kernel's reduce doesn't reduce the grouped axes: each thread has its own)
+      bool grouped = false;
+      for (int64_t i = first_reduce(); i < first_reduce() + group_for_reduces; i++)
+        grouped = grouped || sts[reduce_idx].shape()[i] != sts[reduce_idx + 1].shape()[i];
+      if (grouped) {
         // the partial reduces meet in local memory; the grouped dims are reduced after a barrier
         Shape local_shape(global_dims(), 1);
         for (int64_t i = global_dims(); i < global_dims() + local_dims + group_for_reduces; i++) local_shape.push_back(full_shape()[i]);
@@ -539,7 +611,7 @@ UOp Kernel::get_optimized_ast() const {
     } else {
       std::vector<UOp> src;
       for (const UOp& s : op->src) src.push_back(fixup(s));
-      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals}.to_arg() : op->arg;
+      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals, sym_splits}.to_arg() : op->arg;
       ret = UOp(op->op, op->dtype, src, arg);
     }
     memo.emplace(std::make_pair(op.get(), apply_to_st), ret);

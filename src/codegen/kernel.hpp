@@ -6,6 +6,7 @@
 //   global dims | local dims | group-for-reduce dims | reduce loops | upcasted dims
 // get_optimized_ast() writes the reshaped sts back into the AST; linearize() lowers it to UOps.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -43,11 +44,15 @@ struct Opt {
 };
 
 // What the lowerer needs beyond the ShapeTrackers (tinygrad's KernelInfo); stored as the SINK's
-// arg {local_dims, upcasted, dont_use_locals}.
+// arg {local_dims, upcasted, dont_use_locals, then (axis, amt) per split symbolic axis}.
+// A split symbolic axis (a dim N that is an expression of Variables, which no tracker can reshape
+// into N/amt x amt) is lowered as a loop of N/amt tiles of amt unrolled lanes plus a loop over the
+// N%amt left (a masked tail): see lowerer.cpp.
 struct KernelInfo {
   int64_t local_dims = 0, upcasted = 0;
   bool dont_use_locals = false;
-  Arg to_arg() const { return std::vector<int64_t>{local_dims, upcasted, dont_use_locals ? 1 : 0}; }
+  std::vector<std::pair<int64_t, int64_t>> sym_splits;   // (axis, amt), axes in the final shape
+  Arg to_arg() const;
   static KernelInfo from_arg(const Arg& a);   // a missing arg is the default
 };
 
@@ -73,16 +78,27 @@ class Kernel {
   std::vector<UOp> vars;          // DEFINE_VARs in the AST and its (symbolic) ShapeTrackers, by name
   // sts[i] for bufs[i]; then per reduceop its output and input ShapeTracker (to find reduced axes)
   std::vector<ShapeTracker> sts;
-  int full_buf_index = 0;         // a buffer read by the first reduce: it has the full shape
+  int full_buf_index = 0;         // a buffer read by the first reduce (of a row kernel: its first row reduce)
+  int full_st_index = 0;          // sts index of a tracker with the full shape (the largest reduce input)
+  // per reduceop: whether it sits inside another reduce's source (a fused arange in a row kernel's
+  // reduce: its own loop nested in the row's); the row kernel checks compare the outer ones
+  std::vector<bool> inner_reduce;
   // the tracker whose 1s mark the reduce axes: the first store's (0), or the first reduce's output
   // when the stores keep the full shape (several reduces over the rows of a fused softmax)
   int out_ref = 0;
   // every reduce reduces the same axes (of the rows); with two or more, or a full-shape store, a row kernel
   bool same_reduce_axes() const;
-  bool row_kernel() const { return same_reduce_axes() && (reduceops.size() > 1 || out_ref != 0); }
+  size_t first_outer_st() const;   // sts index of the first outer reduce's output (its input follows)
+  bool row_kernel() const {
+    return same_reduce_axes() && (std::count(inner_reduce.begin(), inner_reduce.end(), false) > 1 || out_ref != 0);
+  }
 
   std::vector<Opt> applied_opts;
   int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
+  // UNROLL of a symbolic reduce axis: (axis, amt); the trackers keep the axis whole, the lowerer
+  // splits its loop into unrolled tiles and a tail (KernelInfo::sym_splits). Axes follow the shape.
+  std::vector<std::pair<int64_t, int64_t>> sym_splits;
+  std::optional<int64_t> sym_split_of(int64_t axis) const;   // its amt when the axis is split
   bool dont_use_locals = false;
 
   // tensor cores (tensor_cores.cpp): set by OptOps::TC
@@ -93,7 +109,7 @@ class Kernel {
 
   // shape views
   const Shape& output_shape() const { return sts[out_ref].shape(); }
-  const Shape& full_shape() const { return sts[full_buf_index].shape(); }
+  const Shape& full_shape() const { return sts[full_st_index].shape(); }
   Shape full_unupcasted_shape() const;
   int64_t shape_len() const { return static_cast<int64_t>(sts[0].shape().size()); }
   int64_t first_upcast() const { return shape_len() - upcasted; }
@@ -105,7 +121,7 @@ class Kernel {
   std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> upcasted_axis(size_t i) const;
   std::vector<int64_t> float4_axis(size_t i) const;   // upcasted unit-stride axes of sts[i] divisible by 4
   bool axis_is_masked(size_t i, int64_t axis) const;   // whether sts[i]'s validity depends on axis
-  bool symbolic_axis(int64_t axis) const;   // some tracker's dim there is a Variable expression (no opts on it)
+  bool symbolic_axis(int64_t axis) const;   // some tracker's dim there is a Variable expression (only split, never reshaped)
 
   std::vector<std::string> colors() const;   // blue global, cyan local, green/white group, red reduce, magenta/yellow upcast
   std::string colored_shape(int pad = 0, bool dense = false) const;
@@ -145,6 +161,7 @@ class Kernel {
  private:
   void upcast();
   void apply_opt_(const Opt& opt, bool append_opt);
+  void apply_sym_opt(const Opt& opt, int64_t axis, bool append_opt);
   std::optional<TensorCoreOptions> create_tc_opts(const UOp& reduceop, const TensorCore& tc, int64_t axis, int64_t opt_level);
   bool apply_tc_opt(int64_t use_tensor_cores, int64_t axis, int64_t opt_level);
   bool apply_tensor_cores_at(int64_t use_tensor_cores, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, int64_t level);

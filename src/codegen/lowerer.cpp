@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/kernel.hpp"
@@ -125,6 +126,10 @@ class Lowerer {
     auto slice = [&](int64_t lo, int64_t hi) { return std::vector<int64_t>(full_shape.begin() + lo, full_shape.begin() + hi); };
     first_group_ = first_reduce, end_group_ = first_reduce + group_for_reduces;
     full_shape_ = full_shape, full_sym_ = full_sym;
+    sym_splits_ = ki.sym_splits;
+    for (auto [a, amt] : sym_splits_)
+      TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && full_sym[a] && amt > 1,
+                "a split axis is a symbolic reduce loop: axis " + std::to_string(a) + " of " + to_str(full_shape));
 
     if (opts.has_local) {
       if (ki.dont_use_locals) {
@@ -223,24 +228,48 @@ class Lowerer {
   bool is_group_axis(int64_t a) const { return a >= first_group_ && a < end_group_; }
   UOp dim(int64_t a) const { return full_sym_[a] ? full_sym_[a] : iconst(full_shape_[a]); }
 
-  // The loops of one reduce node over its axes, made once per node. The first reduce over an axis
-  // gets RANGE {axis, 1} (a grouped axis {1000+axis, 1}), as a kernel with one reduce always had;
-  // a later reduce over the same axis adds 2000 per reduce before it.
-  const std::vector<std::pair<UOp, UOp>>& reduce_loops(const UOp& x) {
+  // The loops of one reduce node over one of its axes. A plain axis: idx (the index the source sees)
+  // and the RANGE the reduce closes (none for an upcast axis: contracted). A split symbolic axis
+  // (KernelInfo::sym_splits) has two parts: tiles, idx = r*amt + lanes over r < N/amt with the amt
+  // lanes an EXPAND (contracted into a vector accumulator), then the tail, idx = (N/amt)*amt + t
+  // over t < N%amt. Every value of N is then exact with no mask in the tiles' loop.
+  struct Loop {
+    UOp idx, range;
+    UOp tail_idx, tail_range;   // set for a split axis
+    int64_t lane_axis = 0, amt = 0;
+  };
+  // The first reduce over an axis gets RANGE {axis, 1} (a grouped axis {1000+axis, 1}), as a kernel
+  // with one reduce always had; a later reduce over the same axis adds 2000 per reduce before it;
+  // a split axis's tail loop adds 500 (it opens after the tiles' loop).
+  const std::vector<Loop>& reduce_loops(const UOp& x) {
     auto [it, fresh] = loops_.try_emplace(x.get());
     if (!fresh) return it->second;
     for (int64_t a : x->as<ReduceArg>().axes) {
-      if (idxs_[a]->op == Ops::EXPAND) { it->second.emplace_back(UOp(), UOp()); continue; }   // an upcast axis: contracted
+      if (idxs_[a]->op == Ops::EXPAND) { it->second.push_back(Loop{}); continue; }   // an upcast axis: contracted
       const int64_t arg = (is_group_axis(a) ? 1000 + a : a) + 2000 * claims_[a]++;
       if (is_group_axis(a) && warp_reduce_) {
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape_[a] / 32)}, std::vector<int64_t>{arg, 1});
-        it->second.emplace_back(r * iconst(32), r);
+        it->second.push_back(Loop{r * iconst(32), r});
+      } else if (auto amt = split_of(a)) {
+        const UOp n = dim(a), tiles = n / iconst(*amt);
+        UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::vector<int64_t>{arg, 1});
+        UOp t(Ops::RANGE, dtypes::int32, {iconst(0), n % iconst(*amt)}, std::vector<int64_t>{arg + 500, 1});
+        const int64_t lane_axis = kSplitLaneAxis + a;
+        std::vector<UOp> lanes;
+        for (int64_t j = 0; j < *amt; j++) lanes.push_back(iconst(j));
+        UOp e(Ops::EXPAND, dtypes::int32, lanes, std::vector<int64_t>{lane_axis, *amt});
+        it->second.push_back(Loop{r * iconst(*amt) + e, r, tiles * iconst(*amt) + t, t, lane_axis, *amt});
       } else {
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{arg, 1});
-        it->second.emplace_back(r, r);
+        it->second.push_back(Loop{r, r});
       }
     }
     return it->second;
+  }
+  std::optional<int64_t> split_of(int64_t axis) const {
+    for (auto [a, amt] : sym_splits_)
+      if (a == axis) return amt;
+    return std::nullopt;
   }
 
   UOp lower_buffer_op(const UOp& x, int ctx) {
@@ -291,10 +320,31 @@ class Lowerer {
     TG_ASSERT(ra.op == ReduceOps::SUM || ra.op == ReduceOps::MAX, "the lowerer reduces SUM and MAX, not " + to_string(ra.op));
     const BinaryOps alu_op = ra.op == ReduceOps::SUM ? BinaryOps::ADD : BinaryOps::MAX;
     const auto& loops = reduce_loops(x);
-    Ctx c = ctxs_[ctx];
-    for (size_t i = 0; i < ra.axes.size(); i++)
-      if (loops[i].first) c.idx[ra.axes[i]] = loops[i].first, c.red[ra.axes[i]] = loops[i].second;
-    const int inner = ctx_id(c);
+    // one part per choice of tiles or tail on each split axis, combined with the reduce's op
+    std::vector<size_t> split;
+    for (size_t i = 0; i < loops.size(); i++)
+      if (loops[i].tail_range) split.push_back(i);
+    UOp ret;
+    for (size_t part = 0; part < (size_t{1} << split.size()); part++) {
+      Ctx c = ctxs_[ctx];
+      std::vector<int64_t> lanes;   // the split axes' lanes this part contracts
+      for (size_t i = 0; i < ra.axes.size(); i++) {
+        if (!loops[i].idx) continue;
+        const size_t si = std::find(split.begin(), split.end(), i) - split.begin();
+        const bool tail = si < split.size() && ((part >> si) & 1);
+        c.idx[ra.axes[i]] = tail ? loops[i].tail_idx : loops[i].idx;
+        c.red[ra.axes[i]] = tail ? loops[i].tail_range : loops[i].range;
+        if (si < split.size() && !tail) lanes.insert(lanes.end(), {loops[i].lane_axis, loops[i].amt});
+      }
+      const UOp r = reduce_part(x, alu_op, ctx_id(std::move(c)), lanes);
+      ret = ret ? ret.alu(alu_op, r) : r;
+    }
+    return ret;
+  }
+
+  // the reduce of x's source in context inner: over its loops, its upcast axes and the extra lanes
+  UOp reduce_part(const UOp& x, BinaryOps alu_op, int inner, const std::vector<int64_t>& lanes) {
+    const ReduceArg& ra = x->as<ReduceArg>();
     const UOp in = to_uop(x->src[0], inner);
     std::vector<UOp> src{in};
     std::vector<int64_t> contract_axis;
@@ -303,6 +353,7 @@ class Lowerer {
       if (ci.red[a]) src.push_back(ci.red[a]);
       else for (int64_t v : ci.idx[a]->as<std::vector<int64_t>>()) contract_axis.push_back(v);
     }
+    contract_axis.insert(contract_axis.end(), lanes.begin(), lanes.end());
     UOp ret = in;
     if (!contract_axis.empty()) {
       int64_t cnt = 1;
@@ -360,6 +411,8 @@ class Lowerer {
 
   // a full-shape store's loop over a reduce axis: RANGE {kOutLoopAxis + axis, 1}
   static constexpr int64_t kOutLoopAxis = int64_t{1} << 50;
+  // the EXPAND axis of a split symbolic axis's lanes: kSplitLaneAxis + axis (past every shape axis)
+  static constexpr int64_t kSplitLaneAxis = 1 << 20;
 
   const Renderer& opts_;
   std::vector<UOp> idxs_;   // context 0's indexes
@@ -371,7 +424,8 @@ class Lowerer {
   std::vector<int64_t> claims_;   // per axis: how many reduce nodes loop over it so far
   std::vector<Ctx> ctxs_;
   std::unordered_map<std::vector<const UOpNode*>, int, CtxKeyHash> ctx_ids_;
-  std::unordered_map<const UOpNode*, std::vector<std::pair<UOp, UOp>>> loops_;   // REDUCE_AXIS -> (index, range) per axis
+  std::unordered_map<const UOpNode*, std::vector<Loop>> loops_;   // REDUCE_AXIS -> its loop per axis
+  std::vector<std::pair<int64_t, int64_t>> sym_splits_;   // KernelInfo::sym_splits
   struct KeyHash {
     size_t operator()(const std::pair<const UOpNode*, int>& k) const { return std::hash<const void*>()(k.first) * 31 + k.second; }
   };

@@ -64,21 +64,15 @@ int64_t ceil_div_int(int64_t a, int64_t b) { return -floor_div_int(-a, b); }
 // x as base + sum of a_i * index_i with a_i > 0 and each index a RANGE with constant bounds or a SPECIAL
 struct IndexSum { int64_t base = 0; std::vector<std::pair<UOp, int64_t>> terms; };
 std::optional<IndexSum> index_sum(const UOp& x) {
-  std::vector<UOp> parts;
-  flatten(x, BinaryOps::ADD, parts);
-  IndexSum r;
-  for (const UOp& p : parts) {
-    if (p->op == Ops::CONST) { r.base += const_to_int(p.const_value()); continue; }
-    UOp v = p;
-    int64_t a = 1;
-    if (is_alu(p, BinaryOps::MUL) && p->src[1]->op == Ops::CONST) v = p->src[0], a = const_to_int(p->src[1].const_value());
-    else if (is_alu(p, BinaryOps::MUL) && p->src[0]->op == Ops::CONST) v = p->src[1], a = const_to_int(p->src[0].const_value());
+  Affine a = affine(x);
+  IndexSum r{a.c, {}};
+  for (const auto& [v, k] : a.terms) {
     bool index = v->op == Ops::SPECIAL ? v->src[0]->op == Ops::CONST
                                         : v->op == Ops::RANGE && v->src[0]->op == Ops::CONST && v->src[1]->op == Ops::CONST;
-    if (!index || a <= 0) return std::nullopt;
+    if (!index || k <= 0) return std::nullopt;
     for (auto& [w, _] : r.terms)
       if (w == v) return std::nullopt;
-    r.terms.emplace_back(v, a);
+    r.terms.emplace_back(v, k);
   }
   if (r.terms.empty()) return std::nullopt;
   return r;
@@ -154,41 +148,11 @@ O fold_index(const std::vector<UOp>& conds, const UOp& v, const SumVar& q) {
   return std::nullopt;
 }
 
-// linear form of x in (rng, ex): base + a_r*rng + a_e*ex
-struct Linear2 { UOp base; int64_t a_r, a_e; };
-std::optional<Linear2> linear2(const UOp& x, const SumVar& q) {
-  if (!x->dtype.is_int() || x->dtype.count != 1) return std::nullopt;
-  if (x == q.rng) return Linear2{x.const_like(int64_t{0}), 1, 0};
-  if (q.ex && x == q.ex) return Linear2{x.const_like(int64_t{0}), 0, 1};
-  if (!depends_on(x, q)) return Linear2{x, 0, 0};
-  if (is_alu(x, BinaryOps::ADD)) {
-    auto a = linear2(x->src[0], q), b = linear2(x->src[1], q);
-    if (!a || !b) return std::nullopt;
-    return Linear2{a->base + b->base, a->a_r + b->a_r, a->a_e + b->a_e};
-  }
-  if (is_alu(x, UnaryOps::NEG)) {
-    auto a = linear2(x->src[0], q);
-    if (!a) return std::nullopt;
-    return Linear2{-a->base, -a->a_r, -a->a_e};
-  }
-  if (is_alu(x, BinaryOps::MUL)) {
-    for (int k = 0; k < 2; k++) {
-      const UOp &c = x->src[k], &y = x->src[1 - k];
-      if (c->op != Ops::CONST) continue;
-      auto a = linear2(y, q);
-      if (!a) return std::nullopt;
-      int64_t f = const_to_int(c.const_value());
-      return Linear2{a->base * f, a->a_r * f, a->a_e * f};
-    }
-  }
-  return std::nullopt;
-}
-
 // the k lanes of an upcast reduce: GEP(CONTRACT(x), 0) + ... + GEP(CONTRACT(x), k-1), and its EXPAND in x
 struct Unrolled { UOp x, ex; int64_t k; };
 std::optional<Unrolled> match_unrolled(const UOp& value) {
   std::vector<UOp> terms;
-  flatten(value, BinaryOps::ADD, terms);
+  add_terms(value, terms);
   if (terms.empty() || terms[0]->op != Ops::GEP || terms[0]->src[0]->op != Ops::CONTRACT) return std::nullopt;
   const UOp& con = terms[0]->src[0];
   auto args = con->as<std::vector<int64_t>>();
@@ -213,26 +177,17 @@ std::optional<Unrolled> match_unrolled(const UOp& value) {
 UOp SumVar::start() const { return ex ? rng->src[0].const_like(int64_t{0}) : rng->src[0]; }
 UOp SumVar::end() const { return ex ? rng->src[1] * k : rng->src[1]; }
 
-bool depends_on(const UOp& x, const UOp& rng) {
-  std::unordered_set<const UOpNode*> seen;
-  std::function<bool(const UOp&)> go = [&](const UOp& u) {
-    if (u == rng) return true;
-    if (!seen.insert(u.get()).second) return false;
-    for (const UOp& s : u->src)
-      if (go(s)) return true;
-    return false;
-  };
-  return go(x);
-}
-
 bool depends_on(const UOp& x, const SumVar& q) { return depends_on(x, q.rng) || (q.ex && depends_on(x, q.ex)); }
 
 std::optional<LinearForm> linear_in(const UOp& x, const SumVar& q) {
-  auto l = linear2(x, q);
-  if (!l) return std::nullopt;
-  if (!q.ex) return LinearForm{l->base, l->a_r};
-  if (l->a_r != q.k * l->a_e) return std::nullopt;   // k*r + e is q only in this ratio
-  return LinearForm{l->base, l->a_e};
+  if (!q.ex) {
+    auto l = linear_in(x, std::vector<UOp>{q.rng});
+    if (!l) return std::nullopt;
+    return LinearForm{l->base, l->coeffs[0]};
+  }
+  auto l = linear_in(x, std::vector<UOp>{q.rng, q.ex});
+  if (!l || l->coeffs[0] != q.k * l->coeffs[1]) return std::nullopt;   // k*r + e is q only in this ratio
+  return LinearForm{l->base, l->coeffs[1]};
 }
 std::optional<LinearForm> linear_in(const UOp& x, const UOp& rng) { return linear_in(x, SumVar{rng}); }
 
@@ -334,7 +289,7 @@ std::optional<UOp> reduce_collapse(const UOp& reduce) {
   bool sum = (a == Arg(BinaryOps::ADD)) || (a == Arg(ReduceOps::SUM));
   if (!sum || reduce->dtype.count != 1) return std::nullopt;
   std::vector<UOp> terms;
-  flatten(reduce->src[0], BinaryOps::ADD, terms);
+  add_terms(reduce->src[0], terms);
   std::vector<UOp> ranges(reduce->src.begin() + 1, reduce->src.end());
   auto others_than = [&](const UOp& rng) {
     std::vector<UOp> others;

@@ -9,6 +9,7 @@
 #pragma once
 #include <optional>
 
+#include "uop/affine.hpp"
 #include "uop/uop.hpp"
 
 namespace tg {
@@ -23,12 +24,12 @@ struct SumVar {
 };
 
 // x as base + mul*rng with base free of rng; nothing when x is not linear in rng (or not integer).
+// (affine.hpp's linear_in over the sum's variables.)
 struct LinearForm { UOp base; int64_t mul; };
 std::optional<LinearForm> linear_in(const UOp& x, const UOp& rng);
 std::optional<LinearForm> linear_in(const UOp& x, const SumVar& q);   // in units of q
 
-// Whether rng is among x's sources (transitively).
-bool depends_on(const UOp& x, const UOp& rng);
+// Whether q's RANGE or lanes are among x's sources (depends_on(x, rng) for one RANGE is in uop/affine.hpp).
 bool depends_on(const UOp& x, const SumVar& q);
 
 // x with every use of `from` replaced by `to`.

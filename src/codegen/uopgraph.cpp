@@ -304,7 +304,12 @@ O do_reduce(const UOp& root) {
   }
   // a sum over a loop the value does not depend on is a multiply; a max ignores it
   if (op == BinaryOps::ADD)
-    for (const UOp& r : unparented) ret = ret * (r->src[1] - r->src[0]).cast(ret->dtype);
+    for (const UOp& r : unparented) {
+      // (a vector accumulator, a split symbolic loop's tile lanes, multiplies each lane by the count)
+      UOp n = (r->src[1] - r->src[0]).cast(ret->dtype.scalar());
+      if (ret->dtype.count > 1) n = UOp(Ops::VECTORIZE, ret->dtype, std::vector<UOp>(ret->dtype.count, n));
+      ret = ret * n;
+    }
   return ret;
 }
 

@@ -12,8 +12,9 @@
 #include <unordered_map>
 
 #include "codegen/uopgraph.hpp"
-#include "uop/pattern.hpp"
 #include "tg/helpers.hpp"
+#include "uop/affine.hpp"
+#include "uop/pattern.hpp"
 
 namespace tg {
 
@@ -24,14 +25,25 @@ struct Vec {
   bool real;   // a vector op, not a VECTORIZE of scalar lanes
 };
 
-// idx = base + constant offset (base is null for a constant idx)
-std::pair<UOp, int64_t> base_offset(const UOp& idx) {
-  if (idx->op == Ops::CONST) return {UOp(), const_to_int(idx.const_value())};
-  if (is_alu(idx, BinaryOps::ADD)) {
-    if (idx->src[1]->op == Ops::CONST) return {idx->src[0], const_to_int(idx->src[1].const_value())};
-    if (idx->src[0]->op == Ops::CONST) return {idx->src[1], const_to_int(idx->src[0].const_value())};
+// split_const with the base's sum flattened and its terms in a fixed order: the lanes of a split
+// symbolic loop's tile (r*16 + lane + row*N) come out of the simplifier with their terms in
+// different orders ((row*N + r*16) for lane 0, ((r*16 + row*N) + 1) for lane 1). Only a fallback,
+// so the indexes of kernels that vectorize without it keep their form.
+std::pair<UOp, int64_t> sorted_split_const(const UOp& idx) {
+  std::vector<UOp> terms, work{idx}, flat;
+  int64_t off = 0;
+  while (!work.empty()) {
+    UOp u = work.back();
+    work.pop_back();
+    flat.clear();
+    add_terms(u, flat);
+    if (flat.size() > 1) work.insert(work.end(), flat.begin(), flat.end());
+    else if (u->op == Ops::CONST) off += const_to_int(u.const_value());
+    else terms.push_back(u);
   }
-  return {idx, 0};
+  if (terms.empty()) return {UOp(), off};
+  std::sort(terms.begin(), terms.end(), [](const UOp& a, const UOp& b) { return a.cmp_lt(b); });
+  return {sum_terms(terms), off};
 }
 
 UOp make_index(const UOp& base, int64_t off) {
@@ -108,13 +120,15 @@ class Vectorizer {
     }
     if (l0->op == Ops::LOAD && l0->src.size() == 2 &&
         all([&](const UOp& u) { return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0] == l0->src[0] && u->dtype == l0->dtype; })) {
-      auto [base, off] = base_offset(l0->src[1]);
-      bool consecutive = true;
-      for (size_t j = 1; j < n && consecutive; j++) {
-        auto [b, o] = base_offset(lanes[j]->src[1]);
-        consecutive = b == base && o == off + static_cast<int64_t>(j);
+      for (auto* split : {&split_const, &sorted_split_const}) {
+        auto [base, off] = split(l0->src[1]);
+        bool consecutive = true;
+        for (size_t j = 1; j < n && consecutive; j++) {
+          auto [b, o] = split(lanes[j]->src[1]);
+          consecutive = b == base && o == off + static_cast<int64_t>(j);
+        }
+        if (consecutive) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
       }
-      if (consecutive) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
     }
     if (l0->op == Ops::PHI && all([&](const UOp& u) { return u->op == Ops::PHI && u->dtype == l0->dtype; })) return phi(lanes);
     if (l0->op == Ops::GEP && l0->src[0]->dtype.count == static_cast<int>(n)) {
@@ -241,7 +255,7 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
       keep.push_back(s);
       continue;
     }
-    auto [base, off] = base_offset(s->src[1]);
+    auto [base, off] = split_const(s->src[1]);
     if (!groups[{s->src[0].get(), base.get()}].emplace(off, s).second) keep.push_back(s);
   }
   bool changed = sink != sink_in;
@@ -258,11 +272,11 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
         for (size_t j = i; j < i + w; j++) lanes.push_back(run[j]->src[2]);
         Vec val = w > 1 ? v.vec(lanes) : Vec{UOp(), false};
         if (val.real) {
-          auto [base, off] = base_offset(run[i]->src[1]);
+          auto [base, off] = split_const(run[i]->src[1]);
           keep.push_back(UOp(Ops::STORE, dtypes::void_, {run[i]->src[0], make_index(base, off), val.u}));
           changed = true;
         } else {
-          for (size_t j = i; j < i + w; j++) left.emplace(base_offset(run[j]->src[1]).second, run[j]);
+          for (size_t j = i; j < i + w; j++) left.emplace(split_const(run[j]->src[1]).second, run[j]);
         }
         i += w;
       }
@@ -295,7 +309,7 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
         const UOp st = w > 1 ? lanes_st[j] : left.begin()->second;
         if (val.real) keep.push_back(UOp(Ops::STORE, dtypes::void_, {st->src[0], st->src[1], val.u.gep(static_cast<int64_t>(j))}));
         else keep.push_back(st);
-        left.erase(base_offset(st->src[1]).second);
+        left.erase(split_const(st->src[1]).second);
       }
       changed = changed || val.real;
     }
@@ -339,7 +353,7 @@ UOp vectorize_gpu_loads(const UOp& sink) {
   for (const UOp& u : nodes) {
     if (u->op != Ops::LOAD || u->src.size() != 2 || u->src[0]->op != Ops::DEFINE_GLOBAL || stored.count(u->src[0].get())) continue;
     if (!(u->dtype == dtypes::float32 || u->dtype == dtypes::int32)) continue;
-    auto [base, off] = base_offset(u->src[1]);
+    auto [base, off] = split_const(u->src[1]);
     LoadKey key{u->src[0].get(), base.get()};
     groups[key][off] = u;
     bases[key] = base;
@@ -364,7 +378,7 @@ UOp vectorize_gpu_loads(const UOp& sink) {
   for (const UOp& s : sink->src) {
     if (s->op != Ops::STORE || s->src.size() != 3 || s->src[0]->op != Ops::DEFINE_GLOBAL) continue;
     if (!(s->src[2]->dtype == dtypes::float32 || s->src[2]->dtype == dtypes::int32)) continue;
-    auto [base, off] = base_offset(s->src[1]);
+    auto [base, off] = split_const(s->src[1]);
     LoadKey key{s->src[0].get(), base.get()};
     sgroups[key].emplace(off, s);
     sbases[key] = base;

@@ -1,5 +1,6 @@
 // The scheduler: LazyBuffers -> ScheduleItems (tinygrad 0.9.2 engine/schedule.py).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,5 +33,11 @@ std::vector<ScheduleItem> create_schedule(const std::vector<LazyBufferPtr>& outs
 // (or an offset-0 view of it) of a same-device, same-dtype buffer whose uses are over. Run it after
 // create_schedule's LazyBuffers are dropped; NO_MEMORY_PLANNER=1 disables it.
 std::vector<ScheduleItem> memory_planner(std::vector<ScheduleItem> schedule);
+
+// A test seam for the retry policy: when set, it is called as each kernel group starts lowering,
+// inside the same try as the lowering itself, with whether the group computes a fused arange and
+// whether it is a row kernel. Whatever it throws meets the scheduler's catch clauses as a lowering
+// failure would: only the expected conditions are retried, an internal assertion must surface.
+inline std::function<void(bool fused_arange, bool row)> schedule_lower_hook;
 
 }  // namespace tg

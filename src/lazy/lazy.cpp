@@ -6,6 +6,7 @@
 
 #include "lazy/metadata.hpp"
 #include "runtime/buffer.hpp"
+#include "shape/shape_helpers.hpp"
 #include "tg/helpers.hpp"
 #include "uop/uop.hpp"
 
@@ -45,12 +46,6 @@ std::optional<ConstType> fold(const LBOp& op, DType dt, const std::vector<ConstT
     if (auto t = std::get_if<TernaryOps>(&op)) return exec_alu(*t, dt, v[0], v[1], v[2]);
   } catch (const Error&) {}
   return std::nullopt;
-}
-
-Shape reduce_shape(const Shape& shape, const std::vector<int64_t>& axis) {
-  Shape ret = shape;
-  for (int64_t a : axis) ret[a] = 1;
-  return ret;
 }
 
 // the value of an unrealized, unmasked const as a double (for the x+0, x*1 rules)

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -217,14 +218,25 @@ class MallocAllocator : public Allocator {
   void copyout(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   const void* as_host(void* p) const override { return p; }
  protected:
+  // Large buffers are mapped with their pages populated in one call: first touching fresh pages one fault
+  // at a time runs at ~0.25 GB/s in a VM (a 500 MB checkpoint copy took seconds), populating at ~3 GB/s.
+  static constexpr size_t kMapBytes = size_t(1) << 20;
   void* _alloc(size_t nbytes) override {
+    if (nbytes >= kMapBytes) {
+      void* p = ::mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+      if (p == MAP_FAILED) throw Error("CPU: out of memory mapping " + std::to_string(nbytes) + " bytes");
+      return p;
+    }
     void* p = nullptr;
     // 64-byte aligned so vector loads (float4, AVX) are aligned
     if (posix_memalign(&p, 64, (nbytes + 63) / 64 * 64) != 0)
       throw Error("CPU: out of memory allocating " + std::to_string(nbytes) + " bytes");
     return p;
   }
-  void _free(void* p, size_t) override { std::free(p); }
+  void _free(void* p, size_t nbytes) override {
+    if (nbytes >= kMapBytes) ::munmap(p, nbytes);
+    else std::free(p);
+  }
 };
 
 class CPUDevice : public Compiled {

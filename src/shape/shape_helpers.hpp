@@ -1,4 +1,5 @@
-// Helpers shared by view.cpp and shapetracker.cpp (tinygrad's module-level functions in view.py).
+// Shape helpers shared by view.cpp, shapetracker.cpp, the lazy graph and the scheduler
+// (tinygrad's module-level functions in view.py).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -14,6 +15,7 @@ namespace tg {
 
 std::vector<int64_t> canonicalize_strides(const Shape& shape, const std::vector<int64_t>& strides);
 std::vector<int64_t> strides_for_shape(const Shape& shape);   // row-major, size-1 dims stride 0
+Shape reduce_shape(const Shape& shape, const std::vector<int64_t>& axis);   // the axes set to 1
 
 // Contiguous or zero-strided runs merged: (merged size, stride, merged size without the expanded part).
 struct MergedDim { int64_t size, stride, real; };

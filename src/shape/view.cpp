@@ -23,6 +23,12 @@ std::vector<int64_t> strides_for_shape(const Shape& shape) {
   return canonicalize_strides(shape, ret);
 }
 
+Shape reduce_shape(const Shape& shape, const std::vector<int64_t>& axis) {
+  Shape ret = shape;
+  for (int64_t a : axis) ret[a] = 1;
+  return ret;
+}
+
 std::vector<MergedDim> merge_dims(const Shape& shape, const std::vector<int64_t>& strides, const std::optional<Mask>& mask) {
   if (shape.empty()) return {};
   TG_ASSERT(shape.size() == strides.size() && (!mask || mask->size() == shape.size()), "merge_dims: rank mismatch");

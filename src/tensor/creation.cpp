@@ -8,10 +8,6 @@ namespace tg {
 using detail::make_tensor;
 
 namespace {
-void check_shape(const Shape& shape, const char* op) {
-  for (int64_t s : shape)
-    if (s < 0) throw Error(std::string(op) + ": negative dimension in shape " + to_str(shape));
-}
 Tensor arange_impl(double start, double stop, double step, DType dt, const Opts& opts) {
   if (step == 0) throw Error("arange: step must not be 0");
   Opts o{dt, opts.device, opts.requires_grad};
@@ -29,13 +25,13 @@ Tensor arange_impl(double start, double stop, double step, DType dt, const Opts&
 
 Tensor Tensor::empty(Shape shape, Opts opts) {
   TG_OP("empty");
-  check_shape(shape, "empty");
+  detail::check_shape(shape, "empty");
   DType dt = opts.dtype.value_or(dtypes::default_float());
   return make_tensor(LazyBuffer::metaop(MetaOps::EMPTY, shape, dt, detail::resolve_device(opts.device)), opts.requires_grad);
 }
 Tensor Tensor::full(Shape shape, ConstType fill, Opts opts) {
   TG_OP("full");
-  check_shape(shape, "full");
+  detail::check_shape(shape, "full");
   return Tensor(fill, opts).reshape(Shape(shape.size(), 1)).expand(shape);
 }
 Tensor Tensor::zeros(Shape shape, Opts opts) { TG_OP("zeros"); return full(std::move(shape), ConstType(0.0), std::move(opts)); }

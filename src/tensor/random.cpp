@@ -18,10 +18,6 @@ std::optional<Tensor> g_rng_counter;
 // the result as a fresh leaf with the requested requires_grad (the graph that made it is not a parameter's history)
 Tensor leaf(const Tensor& t, std::optional<bool> requires_grad) { return detail::make_tensor(lb(t), requires_grad); }
 Opts no_grad_opts(const Opts& o, std::optional<DType> dt) { return Opts{dt, o.device, std::nullopt}; }
-void check_shape(const Shape& shape, const char* op) {
-  for (int64_t s : shape)
-    if (s < 0) throw Error(std::string(op) + ": negative dimension in shape " + to_str(shape));
-}
 Shape tail(const Shape& s) { return s.empty() ? Shape{} : Shape(s.begin() + 1, s.end()); }
 }  // namespace
 
@@ -32,7 +28,7 @@ void Tensor::manual_seed(uint64_t seed) {
 
 Tensor Tensor::rand(Shape shape, Opts opts) {
   TG_OP("rand");
-  check_shape(shape, "rand");
+  detail::check_shape(shape, "rand");
   bool fresh = !g_rng_counter;
   if (fresh) g_rng_counter = Tensor::from<uint32_t>({0}, {1}, Opts{{}, "", false});
   int64_t num = tg::prod(shape);
@@ -45,7 +41,10 @@ Tensor Tensor::rand(Shape shape, Opts opts) {
   Tensor counts2 = counts1 + half;
   Tensor x = (counts2.cast(dtypes::uint64) << 32) | counts1.cast(dtypes::uint64);
   auto [a, b] = detail::broadcasted(x, static_cast<int64_t>(g_seed), false, true, "rand");
-  x = apply<F::Threefry>({a, b});
+  // realized once: lo and hi below each read it, and cat's pad of hi (>> 32 is an unsafe pad op)
+  // realizes hi in a kernel of its own, so a fused x was computed for every output word (3 threefry
+  // evaluations per pair, the lo half's kernel running all of them under masks)
+  x = apply<F::Threefry>({a, b}).contiguous();
   Tensor lo = (x & int64_t{0xffffffff}).cast(dtypes::uint32), hi = ((x >> 32) & int64_t{0xffffffff}).cast(dtypes::uint32);
   // the top 24 bits of each word give a float in [0, 1)
   Tensor out = Tensor::cat({lo, hi}).rshift(8).cast(dtypes::float32).div(static_cast<int64_t>(1) << 24)[{Slice{{}, num}}];

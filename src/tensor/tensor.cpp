@@ -33,6 +33,11 @@ std::string resolve_device(const std::string& device) {
   return c;
 }
 DType opts_dtype(const Opts& o, DType fallback) { return o.dtype.value_or(fallback); }
+void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    if (s < 0) throw Error(std::string(op) + ": negative dimension in shape " + to_str(shape));
+}
+
 int resolve_dim(const Tensor& t, int dim, const char* op, bool outer) {
   int n = static_cast<int>(t.ndim()) + (outer ? 1 : 0), hi = std::max(1, n);
   if (dim < -hi || dim >= hi)

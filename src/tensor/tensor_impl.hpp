@@ -37,6 +37,8 @@ std::string resolve_device(const std::string& device);          // "" -> default
 DType opts_dtype(const Opts& o, DType fallback);
 // dim in [-max(1,ndim+outer), max(1,ndim+outer)) else tg::Error naming op and shape
 int resolve_dim(const Tensor& t, int dim, const char* op, bool outer = false);
+// a negative dim in a shape given to a creation op (empty, full, rand...) -> tg::Error naming op and shape
+void check_shape(const Shape& shape, const char* op);
 // resolve_dim for ops that index shape()[dim]: a 0-d tensor has no dim to index, so it is a tg::Error
 // (resolve_dim accepts 0 and -1 there, as tinygrad's _resolve_dim does)
 int resolve_existing_dim(const Tensor& t, int dim, const char* op);

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "tg/helpers.hpp"
+#include "uop/affine.hpp"
 
 namespace tg {
 
@@ -15,19 +16,6 @@ bool is_iint(const UOp& u) { return u->dtype.count == 1 && u->dtype.is_int(); }
 int64_t lo(const UOp& u) { return const_to_int(u.vmin()); }
 int64_t hi(const UOp& u) { return const_to_int(u.vmax()); }
 int64_t ival(const UOp& u) { return const_to_int(u.const_value()); }
-
-void add_chain(const UOp& x, std::vector<UOp>& out) {
-  if (x->op == Ops::ALU && x->arg == Arg(BinaryOps::ADD)) {
-    for (const UOp& s : x->src) add_chain(s, out);
-  } else {
-    out.push_back(x);
-  }
-}
-UOp sum(const std::vector<UOp>& v) {
-  UOp r = v[0];
-  for (size_t i = 1; i < v.size(); i++) r = r + v[i];
-  return r;
-}
 
 // All-const ALU: evaluate, unless the op is undefined there (division by zero, float XOR).
 O fold_consts(const UOp& root) {
@@ -74,7 +62,7 @@ O remove_mod(const UOp& x, int64_t c) {
 std::optional<UOp> mod_folding(const UOp& x, int64_t c) {
   if (c <= 0 || !is_sint(x) || lo(x) < 0) return std::nullopt;
   std::vector<UOp> terms, rem;
-  add_chain(x, terms);
+  add_terms(x, terms);
   bool changed = false;
   for (const UOp& u : terms) {
     int64_t f = u.const_factor();
@@ -86,7 +74,7 @@ std::optional<UOp> mod_folding(const UOp& x, int64_t c) {
     changed = true;
   }
   if (!changed) return std::nullopt;
-  UOp r = rem.empty() ? x.const_like(int64_t{0}) : sum(rem);
+  UOp r = rem.empty() ? x.const_like(int64_t{0}) : sum_terms(rem);
   if (lo(r) < 0) return std::nullopt;   // C's % differs from Python's for negative values
   return r;
 }
@@ -95,7 +83,7 @@ std::optional<UOp> div_folding(const UOp& x, int64_t c) {
   if (c <= 0 || !is_sint(x) || lo(x) < 0) return std::nullopt;
   if (hi(x) < c) return x.const_like(int64_t{0});
   std::vector<UOp> terms, quotient, remainder;
-  add_chain(x, terms);
+  add_terms(x, terms);
   int64_t rem_const = 0, g = c, divisor = 1;
   bool changed = false;
   for (const UOp& u : terms) {
@@ -133,13 +121,13 @@ std::optional<UOp> div_folding(const UOp& x, int64_t c) {
   }
   std::optional<UOp> rem_div;   // remainder // c, through div when possible
   if (!remainder.empty()) {
-    UOp rem = sum(remainder);
+    UOp rem = sum_terms(remainder);
     if (lo(rem) < 0) return std::nullopt;   // x//c == q + r//c needs r >= 0 with C division
     auto inner = div_folding(rem, div);
     rem_div = inner ? *inner / (c / div) : rem / c;
   }
   if (quotient.empty()) return rem_div ? *rem_div : x.const_like(int64_t{0});
-  return rem_div ? *rem_div + sum(quotient) : sum(quotient);
+  return rem_div ? *rem_div + sum_terms(quotient) : sum_terms(quotient);
 }
 
 const PatternMatcher& symbolic() {

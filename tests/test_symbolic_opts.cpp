@@ -1,0 +1,214 @@
+// Opts on symbolic reduce axes: UNROLL of a loop whose length is an expression of Variables splits it
+// into tiles of amt unrolled lanes plus a tail (codegen/lowerer.cpp). Every length must give the
+// fixed-shape result: 1, 2, 3, around one and two tiles, and large ones, eagerly and under TinyJit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "engine/realize.hpp"
+#include "renderer/cstyle.hpp"
+#include "runtime/device.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], tol * std::max(1.0f, std::fabs(b[i]))) << what << " at " << i;
+}
+std::vector<float> vals(const Tensor& t) { return t.contiguous().realize().tolist<float>(); }
+
+constexpr int64_t kMax = 300;
+
+// the optimized kernels of a symbolic tensor's schedule, as get_kernel makes them
+std::vector<Kernel> kernels_of(const Tensor& t, const Renderer& ren) {
+  std::vector<Kernel> out;
+  for (const ScheduleItem& si : t.schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    k.skip_failed_opts = !k.vars.empty();
+    k.hand_coded_optimizations();
+    k.skip_failed_opts = false;
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// the tile size the CPU heuristics split a symbolic row of floats into
+int64_t cpu_tile() {
+  Variable n("n", 1, kMax);
+  Tensor x = Tensor::empty({4, kMax}).shrink({{sint(0), sint(4)}, {sint(0), sint(n.bind(5))}});
+  ClangRenderer ren;
+  for (Kernel& k : kernels_of(x.sum(1), ren))
+    if (!k.sym_splits.empty()) return k.sym_splits[0].second;
+  return 0;
+}
+
+// lengths around the tile edges
+std::vector<int64_t> lengths(int64_t tile) {
+  std::vector<int64_t> ls{1, 2, 3, tile - 1, tile, tile + 1, 2 * tile - 1, 2 * tile, 2 * tile + 1, 3 * tile + 5, 257, kMax};
+  std::sort(ls.begin(), ls.end());
+  ls.erase(std::unique(ls.begin(), ls.end()), ls.end());
+  ls.erase(std::remove_if(ls.begin(), ls.end(), [](int64_t l) { return l < 1 || l > kMax; }), ls.end());
+  return ls;
+}
+
+}  // namespace
+
+// Before: the heuristics' UNROLL of a symbolic axis was refused, so the reduce ran one scalar loop
+TEST(SymbolicOpts, CpuSplitsSymbolicReduceIntoTilesAndTail) {
+  Variable n("n", 1, kMax);
+  Tensor x = Tensor::empty({4, kMax}).shrink({{sint(0), sint(4)}, {sint(0), sint(n.bind(37))}});
+  ClangRenderer ren;
+  for (const Tensor& r : {x.sum(1), x.max(1)}) {
+    std::vector<Kernel> ks = kernels_of(r, ren);
+    ASSERT_EQ(ks.size(), 1u);
+    Kernel& k = ks[0];
+    ASSERT_EQ(k.sym_splits.size(), 1u);
+    EXPECT_TRUE(k.symbolic_axis(k.sym_splits[0].first));
+    EXPECT_GE(k.sym_splits[0].second, 4);
+    const bool unroll = std::any_of(k.applied_opts.begin(), k.applied_opts.end(), [](const Opt& o) { return o.op == OptOps::UNROLL; });
+    EXPECT_TRUE(unroll);
+    // two loops over the row (tiles with a vector accumulator, then the tail)
+    int ranges = 0, vector_accs = 0;
+    for (const UOp& u : k.linearize()) {
+      ranges += u->op == Ops::RANGE;
+      vector_accs += u->op == Ops::DEFINE_ACC && u->dtype.count > 1;
+    }
+    EXPECT_EQ(ranges, 3);   // the rows, the tiles, the tail
+    EXPECT_EQ(vector_accs, 1);
+    const std::string src = k.to_program().src;
+    EXPECT_NE(src.find("/" + std::to_string(k.sym_splits[0].second) + ")"), std::string::npos) << src;
+    EXPECT_NE(src.find("%" + std::to_string(k.sym_splits[0].second) + ")"), std::string::npos) << src;
+  }
+}
+
+TEST(SymbolicOpts, SymbolicUnrollOptChecks) {
+  Variable n("n", 1, 40);
+  Tensor x = Tensor::empty({4, 40}).shrink({{sint(0), sint(4)}, {sint(0), sint(n.bind(7))}});
+  ClangRenderer ren;
+  const ScheduleItem si = x.sum(1).schedule().back();
+  Kernel k(Access::uop(si.ast), ren);
+  ASSERT_EQ(k.first_reduce(), 1);
+  EXPECT_THROW(k.apply_opt({OptOps::UNROLL, 0, 0}), KernelOptError);    // a whole symbolic axis
+  EXPECT_THROW(k.apply_opt({OptOps::UNROLL, 0, 32}), KernelOptError);   // max 40 is under two tiles of 32
+  EXPECT_THROW(k.apply_opt({OptOps::UPCAST, 1, 4}), KernelOptError);    // not a loop axis to split
+  EXPECT_THROW(k.apply_opt({OptOps::LOCAL, 1, 4}), KernelOptError);
+  k.apply_opt({OptOps::UNROLL, 0, 8});
+  EXPECT_THROW(k.apply_opt({OptOps::UNROLL, 0, 4}), KernelOptError);    // already split
+  // a later opt on a fixed axis moves the split axis with the shape
+  k.apply_opt({OptOps::UPCAST, 0, 4});
+  ASSERT_EQ(k.sym_splits.size(), 1u);
+  EXPECT_TRUE(k.symbolic_axis(k.sym_splits[0].first));
+  EXPECT_EQ(k.first_reduce(), k.sym_splits[0].first);
+}
+
+// plain C++ references (no fixed-shape kernels to compile for every length)
+std::vector<float> row_reduce(const std::vector<float>& x, int64_t rows, int64_t stride, int64_t len, const std::string& op) {
+  std::vector<float> out;
+  for (int64_t r = 0; r < rows; r++) {
+    const float* row = x.data() + r * stride;
+    double sum = 0, mx = -INFINITY;
+    for (int64_t i = 0; i < len; i++) sum += row[i], mx = std::max<double>(mx, row[i]);
+    if (op == "sum") out.push_back(static_cast<float>(sum));
+    if (op == "max") out.push_back(static_cast<float>(mx));
+    if (op == "mean") out.push_back(static_cast<float>(sum / static_cast<double>(len)));
+    if (op == "softmax") {
+      double z = 0;
+      for (int64_t i = 0; i < len; i++) z += std::exp(row[i] - mx);
+      for (int64_t i = 0; i < len; i++) out.push_back(static_cast<float>(std::exp(row[i] - mx) / z));
+    }
+  }
+  return out;
+}
+
+// sum, max (negative values: the identity must be -inf, not 0), mean and softmax over every edge length,
+// one compiled kernel per op for all of them
+TEST(SymbolicOpts, ReducesEqualReferenceAtTileEdges) {
+  const int64_t tile = cpu_tile();
+  ASSERT_GE(tile, 4);
+  const int64_t R = 5;
+  Variable n("n", 1, kMax);
+  Tensor base = (Tensor::rand({R, kMax}) * 4 - 3).realize();
+  const std::vector<float> x = base.tolist<float>();
+  std::vector<float> neg(x.size());
+  std::transform(x.begin(), x.end(), neg.begin(), [](float v) { return -v; });
+  Tensor ints = (base * 100).cast(dtypes::int32).realize();
+  const std::vector<int32_t> xi = ints.tolist<int32_t>();
+  size_t cache_after_first = 0;
+  for (int64_t l : lengths(tile)) {
+    const std::string what = "n=" + std::to_string(l);
+    Tensor sym = base.shrink({{sint(0), sint(R)}, {sint(0), sint(n.bind(l))}});
+    expect_close(vals(sym.sum(1)), row_reduce(x, R, kMax, l, "sum"), 1e-5f, "sum " + what);
+    expect_close(vals(sym.max(1)), row_reduce(x, R, kMax, l, "max"), 0, "max " + what);
+    expect_close(vals((-sym).max(1)), row_reduce(neg, R, kMax, l, "max"), 0, "max of negatives " + what);
+    expect_close(vals(sym.mean(1)), row_reduce(x, R, kMax, l, "mean"), 1e-5f, "mean " + what);
+    expect_close(vals(sym.softmax(-1)), row_reduce(x, R, kMax, l, "softmax"), 1e-5f, "softmax " + what);
+    std::vector<int32_t> isum = ints.shrink({{sint(0), sint(R)}, {sint(0), sint(n.bind(l))}}).sum(1).realize().tolist<int32_t>();
+    for (int64_t r = 0; r < R; r++) {
+      int64_t want = 0;
+      for (int64_t i = 0; i < l; i++) want += xi[r * kMax + i];
+      EXPECT_EQ(isum[r], want) << "int sum " << what << " row " << r;
+    }
+    if (!cache_after_first) cache_after_first = method_cache_size();
+    else EXPECT_EQ(method_cache_size(), cache_after_first) << "a new length compiled a kernel: " << what;
+  }
+}
+
+// a KV-cache style step under TinyJit: captured once, replayed for every length 1..3 tiles + 1 and
+// some large ones, equal to a plain C++ attention each time, with no new kernels
+TEST(SymbolicOpts, JitReplayEqualsReferenceForEveryLength) {
+  const int64_t tile = cpu_tile();
+  ASSERT_GE(tile, 4);
+  const int64_t H = 3, D = 8;
+  Tensor keys = Tensor::rand({1, H, kMax, D}).realize(), values = Tensor::rand({1, H, kMax, D}).realize();
+  Tensor q = Tensor::rand({1, H, 1, D}).realize();
+  const std::vector<float> kv = keys.tolist<float>(), vv = values.tolist<float>(), qv = q.tolist<float>();
+  Variable sp("start_pos", 1, kMax - 1);
+  TinyJit jit([&](const std::vector<Tensor>& in, const std::vector<Variable>& vars) {
+    const sint end = vars[0] + 1;
+    Tensor k = keys.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), end}, {sint(0), sint(D)}});
+    Tensor v = values.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), end}, {sint(0), sint(D)}});
+    Tensor scores = in[0].matmul(k.transpose(-1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
+    return std::vector<Tensor>{scores.softmax(-1).matmul(v), scores.max(-1), scores.sum(-1)};
+  });
+  std::vector<int64_t> positions;
+  for (int64_t p = 1; p <= 3 * tile + 1; p++) positions.push_back(p);
+  positions.insert(positions.end(), {100, 255, kMax - 1});
+  size_t cache_after_capture = 0, kernels = 0;
+  for (size_t i = 0; i < positions.size(); i++) {
+    const int64_t p = positions[i], len = p + 1;
+    std::vector<Tensor> got = jit({q}, {sp.bind(p)});
+    if (i == 1) cache_after_capture = method_cache_size(), kernels = jit.captured_kernels();
+    if (i > 1) EXPECT_EQ(method_cache_size(), cache_after_capture) << "start_pos " << p << " compiled a kernel";
+    if (i >= 1) EXPECT_EQ(jit.captured_kernels(), kernels);
+    // reference: scores, their max and sum, softmax @ v per head
+    std::vector<float> scores, out, mx, sm;
+    for (int64_t h = 0; h < H; h++) {
+      for (int64_t j = 0; j < len; j++) {
+        double s = 0;
+        for (int64_t d = 0; d < D; d++) s += static_cast<double>(qv[h * D + d]) * kv[(h * kMax + j) * D + d];
+        scores.push_back(static_cast<float>(s / std::sqrt(static_cast<double>(D))));
+      }
+      const std::vector<float> row(scores.end() - len, scores.end());
+      mx.push_back(row_reduce(row, 1, len, len, "max")[0]);
+      sm.push_back(row_reduce(row, 1, len, len, "sum")[0]);
+      const std::vector<float> p_ = row_reduce(row, 1, len, len, "softmax");
+      for (int64_t d = 0; d < D; d++) {
+        double acc = 0;
+        for (int64_t j = 0; j < len; j++) acc += static_cast<double>(p_[j]) * vv[(h * kMax + j) * D + d];
+        out.push_back(static_cast<float>(acc));
+      }
+    }
+    const std::string at = " at start_pos " + std::to_string(p);
+    expect_close(vals(got[0]), out, 1e-5f, "attention" + at);
+    expect_close(vals(got[1]), mx, 1e-5f, "max" + at);
+    expect_close(vals(got[2]), sm, 1e-5f, "sum" + at);
+  }
+  ASSERT_GT(kernels, 0u);
+}
