@@ -42,6 +42,7 @@ std::map<std::string, double> read_limits() {
 // shared with compiles, the kernel's best run and the peak's best burst come from the same minutes.
 double g_window_peak = 0, g_cpu_seconds = 0;   // g_cpu_seconds: the process CPU time of the best runs, summed
 bool g_measure_window = false;
+double g_last_cpu = 0;   // the last time_runner's best process CPU time
 
 double process_cpu_seconds() {
   timespec t;
@@ -60,7 +61,7 @@ double time_runner(CompiledRunner& r, const std::vector<Buffer*>& bufs) {
     best_cpu = std::min(best_cpu, process_cpu_seconds() - c0);
     best = std::min(best, t), total += t;
   }
-  g_cpu_seconds += best_cpu;
+  g_cpu_seconds += best_cpu, g_last_cpu = best_cpu;
   return best;
 }
 
@@ -74,7 +75,7 @@ double loadavg() {
 
 struct Result {
   double seconds = 0, search_s = 0;   // kernel time; time spent building the kernels (BEAM's search)
-  std::string opts, names;
+  std::string opts, names, kernel_ms, kernel_cpu_ms;   // each kernel's best time and CPU time, in the order of names
   std::vector<float> out;   // the last kernel's output, to check the modes agree
 };
 
@@ -127,7 +128,10 @@ Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode)
       std::unique_ptr<Kernel> k = mode_kernel(ren, ast, plan && ast == plan->pack_ast && mode == "beam" ? "default" : mode);
       res.search_s += std::chrono::duration<double>(clk::now() - t0).count();
       CompiledRunner r(k->to_program());
-      res.seconds += time_runner(r, jb);
+      const double t = time_runner(r, jb);
+      res.seconds += t;
+      res.kernel_ms += (res.kernel_ms.empty() ? "" : " ") + std::to_string(t * 1e3);
+      res.kernel_cpu_ms += (res.kernel_cpu_ms.empty() ? "" : " ") + std::to_string(g_last_cpu * 1e3);
       res.opts += (res.opts.empty() ? "" : " | ") + opts_to_string(k->applied_opts);
       res.names += (res.names.empty() ? "" : " ") + to_function_name(k->name());
     }
@@ -224,9 +228,9 @@ int main() {
                  std::to_string(c.work / g_cpu_seconds / 1e9 / core_peak);
       extra += ",\"loadavg\":" + std::to_string(std::max(load0, loadavg()));
       if (mode == "beam") extra += ",\"beam_search_s\":" + std::to_string(r.search_s);
-      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f%s,\"kernels\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",
+      std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f%s,\"kernels\":\"%s\",\"kernel_ms\":\"%s\",\"kernel_cpu_ms\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",
                   c.name.c_str(), mode.c_str(), c.unit.c_str(), value, r.seconds * 1e3, limit, limit > 0 ? value / limit : 0.0,
-                  extra.c_str(), r.names.c_str(), r.opts.c_str(), build_s, max_rel_diff(r.out, reference));
+                  extra.c_str(), r.names.c_str(), r.kernel_ms.c_str(), r.kernel_cpu_ms.c_str(), r.opts.c_str(), build_s, max_rel_diff(r.out, reference));
       std::fflush(stdout);
     }
   }

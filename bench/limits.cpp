@@ -178,6 +178,40 @@ double fma_peak_core_cputime() {
   return 2.0 * 16 * kChains * double(iters) / best / 1e9;
 }
 
+PassTime stream_pass(size_t bytes, Pass pass, int threads, int reps) {
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> x(pass == Pass::write ? 0 : n, 0.25f), y(pass == Pass::read ? 0 : n, 0.f);
+  std::vector<double> sums(threads);
+  auto cpu_ms = [] {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+  };
+  PassTime best{1e30, 1e30};
+  for (int r = 0; r < reps + 1; r++) {   // the first pass faults the pages in
+    const double c0 = cpu_ms();
+    const double wall = 1e3 * best_parallel(threads, 1, [&](int i) {
+      size_t lo = n * i / threads, hi = n * (i + 1) / threads;
+      if (pass == Pass::read_write) {
+        for (size_t k = lo; k < hi; k++) y[k] = 2.0f * x[k];
+      } else if (pass == Pass::write) {
+        for (size_t k = lo; k < hi; k++) y[k] = float(k);
+      } else {
+        float s[16] = {};
+        for (size_t k = lo; k + 16 <= hi; k += 16)
+          for (int j = 0; j < 16; j++) s[j] += x[k + j];
+        for (int j = 0; j < 16; j++) sums[i] += s[j];
+      }
+    });
+    const double cpu = cpu_ms() - c0;
+    if (r == 0) continue;
+    best.wall_ms = std::min(best.wall_ms, wall);
+    best.cpu_ms = std::min(best.cpu_ms, cpu);
+  }
+  return best;
+}
+
 std::string limit_json(const std::string& key, const Limit& l) {
   char buf[96];
   std::snprintf(buf, sizeof(buf), "%.1f", l.value);

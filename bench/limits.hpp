@@ -18,6 +18,14 @@ std::map<std::string, Limit> measure_limits(int threads = 0);
 Limit gemm_gflops(int n);
 std::string limit_json(const std::string& key, const Limit& l);
 
+// The floor of a memory-bound pass over `bytes` of fp32 on `threads` threads: y = 2*x (reads and
+// writes `bytes` each), a sum (reads only) or a fill y = i (writes only). Best of reps, as wall time
+// and as the process CPU time of that same pass (all threads together), so a kernel's CPU time can
+// be judged against it on a machine shared with other work.
+struct PassTime { double wall_ms = 0, cpu_ms = 0; };
+enum class Pass { read_write, read, write };
+PassTime stream_pass(size_t bytes, Pass pass, int threads, int reps = 5);
+
 // OpenBLAS with its AVX-512 (SkylakeX) kernels: OPENBLAS_CORETYPE is read when the library loads, so
 // this runs the benchmark's own binary again (/proc/self/exe) as a child that only measures sgemm.
 // value 0 on a CPU without AVX-512 or when the child fails.

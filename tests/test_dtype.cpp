@@ -122,3 +122,21 @@ TEST(DType, BFloat16CastsOnTheCpu) {
   // to other dtypes as well, through float32
   EXPECT_EQ(b.shrink({{0, 3}}).cast(dtypes::int32).tolist<int32_t>(), (std::vector<int32_t>{1, 2, -3}));
 }
+
+// float16 exp on the CPU is computed in float (clang's __fp16), so 2^23 and 2^-23 don't round to
+// inf and 0 by themselves: the transcendental rewrite must map the ends explicitly (tinygrad's
+// bounds: below -22 is 0, from 23 up is inf).
+TEST(DType, HalfExp2EndsOnTheCpu) {
+  std::vector<float> v = {-40, -23, -22, -14.5f, 0, 3, 16, 23, 30, INFINITY, -INFINITY, NAN};
+  std::vector<float> y = (Tensor::from(v, {int64_t(v.size())}).half() * float(M_LN2)).exp().cast(dtypes::float32).tolist<float>();
+  EXPECT_EQ(y[0], 0.f);
+  EXPECT_EQ(y[1], 0.f);
+  EXPECT_NEAR(y[2], std::exp2(-22.f), 1e-9);
+  EXPECT_NEAR(y[3], std::exp2(-14.5f), 1e-7);
+  EXPECT_NEAR(y[4], 1.f, 1e-3);
+  EXPECT_NEAR(y[5], 8.f, 8e-3);
+  EXPECT_NEAR(y[6], 65536.f, 66.f);
+  for (int i : {7, 8, 9}) EXPECT_EQ(y[i], INFINITY) << v[i];
+  EXPECT_EQ(y[10], 0.f);
+  EXPECT_TRUE(std::isnan(y[11]));
+}

@@ -85,12 +85,44 @@ TEST(FuseRows, KernelCounts) {
   EXPECT_EQ(max_reduces_per_kernel(x.layernorm(-1)), 2u);
   Tensor w = Tensor::empty({1000}, Opts{dtypes::float32, "CPU", false});
   EXPECT_EQ(kernels(x.layernorm(-1) * w + w), 1u);
-  // cross-entropy: the row max joins the log-sum-exp kernel (one kernel fewer); the loss's sum over
-  // everything, its label mask and arange compare keep their own kernels
-  const size_t ce = kernels(x.sparse_categorical_crossentropy(labels(64, 1000)));
+  // cross-entropy: one row kernel (max, log-sum-exp and the picked logit of each row, the label's
+  // one-hot arange computed in it), then one kernel sums the rows and divides by the label count
+  EXPECT_EQ(kernels(x.sparse_categorical_crossentropy(labels(64, 1000))), 2u);
+  EXPECT_EQ(kernels(x.sparse_categorical_crossentropy(labels(64, 1000), 3, 0.1)), 2u);
+  Tensor big = Tensor::empty({8192, 32000}, Opts{dtypes::float32, "CPU", false});
+  Tensor big_y = Tensor::empty({8192}, Opts{dtypes::int32, "CPU", false});
+  EXPECT_EQ(kernels(big.sparse_categorical_crossentropy(big_y)), 2u);
   Context off{{"FUSE_ROWS", 0}};
   EXPECT_EQ(kernels(x.softmax(-1)), 3u);
-  EXPECT_EQ(ce + 1, kernels(x.sparse_categorical_crossentropy(labels(64, 1000))));
+  EXPECT_GE(kernels(x.sparse_categorical_crossentropy(labels(64, 1000))), 4u);
+}
+
+// cross-entropy's loss against a host computation (ignored labels, label smoothing, odd shapes)
+TEST(FuseRows, CrossEntropyMatchesHost) {
+  struct Case { Shape s; int64_t ignore; double ls; };
+  for (const Case& c : std::vector<Case>{{{64, 1000}, -1, 0}, {{33, 4097}, 10, 0}, {{7, 129}, 3, 0.2}, {{2, 3, 17}, -1, 0.1}}) {
+    const int64_t nc = c.s.back(), rows = prod(c.s) / nc;
+    Tensor x = rnd(c.s, static_cast<uint32_t>(prod(c.s) + 7));
+    Tensor y = labels(rows, nc);
+    std::vector<float> xv = x.tolist<float>();
+    std::vector<int32_t> yv = y.tolist<int32_t>();
+    Shape ys(c.s.begin(), c.s.end() - 1);
+    Tensor loss = x.sparse_categorical_crossentropy(y.reshape(ys), c.ignore, c.ls);
+    EXPECT_EQ(kernels(loss), 2u) << to_str(c.s);
+    double total = 0, count = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      if (yv[r] == c.ignore) continue;
+      const float* row = xv.data() + r * nc;
+      double mx = -INFINITY, sum = 0, mean = 0;
+      for (int64_t j = 0; j < nc; j++) mx = std::max(mx, double(row[j]));
+      for (int64_t j = 0; j < nc; j++) sum += std::exp(row[j] - mx), mean += row[j];
+      const double lse = mx + std::log(sum);
+      total += (1 - c.ls) * (lse - row[yv[r]]) + c.ls * (lse - mean / nc);
+      count++;
+    }
+    const float got = loss.item<float>();
+    EXPECT_NEAR(got, total / count, 2e-5 * std::max(1.0, std::fabs(total / count))) << to_str(c.s);
+  }
 }
 
 // guards: a row longer than ROW_FUSE_MAX, and reduces over other axes, keep the unfused kernels
@@ -304,5 +336,5 @@ TEST(FuseRows, CudaRowKernelHasNoBarrierUnderAGate) {
     }
     if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
   }
-  EXPECT_EQ(row_kernels, 1) << "the max and log-sum-exp kernel";
+  EXPECT_EQ(row_kernels, 2) << "the max, log-sum-exp and picked-logit kernel, and the mean (sum and label count over one row)";
 }

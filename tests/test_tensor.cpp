@@ -1,4 +1,5 @@
 // Tensor ops end to end: each op family against values computed by hand.
+#include "access.hpp"
 #include "engine/schedule.hpp"
 #include "tensor_test_util.hpp"
 
@@ -421,6 +422,16 @@ TEST(TensorRandom, MatchesTinygradThreefry) {
                                                          0.7561848759651184f, 0.2849076986312866f}));
   Tensor::manual_seed(1337);
   EXPECT_EQ(vals(Tensor::rand({3})), (std::vector<float>{0.8846380710601807f, 0.3700893521308899f, 0.677267849445343f}));
+}
+
+// rand evaluates threefry once per pair of words: the pair is realized before lo and hi are split
+// out (a fused pair was evaluated again in each half's kernel, under masks, 3x the work on the CPU)
+TEST(TensorRandom, ThreefryOncePerPair) {
+  int threefry = 0;
+  for (const ScheduleItem& si : Tensor::rand({1 << 20}).schedule())
+    if (si.kind == MetaOps::KERNEL)
+      for (const UOp& u : Access::uop(si.ast).toposort()) threefry += is_alu(u, BinaryOps::THREEFRY);
+  EXPECT_EQ(threefry, 1);
 }
 
 TEST(TensorRandom, Distributions) {

@@ -183,6 +183,23 @@ TEST(Transcendental, Exp2Float32) {
   EXPECT_TRUE(std::isnan(approx(xexp2, dtypes::float32, NAN)));
 }
 
+// The ends of the range, where the inputs are clamped before the polynomial: denormal results,
+// the exact bounds, huge finite values and the specials (float16 is checked on the device: constant
+// folding does not evaluate half ALUs).
+TEST(Transcendental, Exp2Ends) {
+  for (double x : {-149.9, -149.5, -149.0, -140.3, -126.5, -126.0, -125.7, 126.9, 127.0, 127.5, 127.99})
+    EXPECT_LE(ulps32(approx(xexp2, dtypes::float32, f32(x)), std::exp2(double(f32(x)))), 2) << x;
+  for (double x : {128.0, 1e30, 3e38, double(INFINITY)}) EXPECT_EQ(approx(xexp2, dtypes::float32, x), INFINITY) << x;
+  for (double x : {-150.0, -150.5, -1e30, -3e38, -double(INFINITY)}) EXPECT_EQ(approx(xexp2, dtypes::float32, x), 0.0) << x;
+  EXPECT_TRUE(std::isnan(approx(xexp2, dtypes::float32, -NAN)));
+  EXPECT_EQ(approx(xexp2, dtypes::float64, 1024.0), INFINITY);
+  EXPECT_EQ(approx(xexp2, dtypes::float64, 1e300), INFINITY);
+  EXPECT_EQ(approx(xexp2, dtypes::float64, -2000.0), 0.0);
+  EXPECT_EQ(approx(xexp2, dtypes::float64, -INFINITY), 0.0);
+  EXPECT_NEAR(approx(xexp2, dtypes::float64, -1060.25) / std::exp2(-1060.25), 1.0, 1e-3);   // denormal
+  EXPECT_TRUE(std::isnan(approx(xexp2, dtypes::float64, NAN)));
+}
+
 TEST(Transcendental, Log2Float32) {
   int64_t worst = 0;
   for (double x = 1e-30; x < 1e30; x *= 1.37) worst = std::max(worst, ulps32(approx(xlog2, dtypes::float32, f32(x)), std::log2(double(f32(x)))));

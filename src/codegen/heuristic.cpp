@@ -247,10 +247,11 @@ bool gpu_reduce(Kernel& k) {
   const Shape& fs = k.full_shape();
   const int64_t fr = k.first_reduce(), n = k.shape_len();
   if (fr >= n) return false;
-  int64_t red = 1, out = 1;
-  for (int64_t i = fr; i < n; i++) red *= fs[i];
-  for (int64_t i = 0; i < fr; i++) out *= fs[i];
   const size_t b = static_cast<size_t>(k.full_buf_index);
+  int64_t red = 1, out = 1;
+  // the main input's reduce dims (a row kernel's fused arange adds dims of its own, 1 in the input)
+  for (int64_t i = fr; i < n; i++) red *= k.sts[b].shape()[i];
+  for (int64_t i = 0; i < fr; i++) out *= fs[i];
   auto st = [&](int64_t axis) { return stride_of(k, b, axis); };
   auto try_opts = [&](const std::vector<Opt>& opts) {
     Kernel saved = k;
@@ -397,6 +398,8 @@ void cpu_optimizations(Kernel& k) {
     const int64_t raxis = static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1;
     bool contiguous = true;
     for (size_t i = 1; i < k.bufs.size() && contiguous; i++) {
+      // (a row kernel's fused arange is a masked const: index math per lane, not a load)
+      if (k.row_kernel() && k.bufs[i]->op == Ops::CONST) continue;
       auto st = stride_of(k, i, raxis);
       contiguous = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, raxis);
     }

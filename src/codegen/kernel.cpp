@@ -123,22 +123,45 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
 
   std::unordered_map<const UOpNode*, ShapeTracker> st_memo;
   for (const UOp& b : bufs) sts.push_back(node_st(b, st_memo));
+  // a reduce in another's source over axes that one doesn't span (1 in its input) is nested in it
+  // (a row reduce read broadcast by the next, softmax's max in its sum, is not)
+  inner_reduce.assign(reduceops.size(), false);
+  for (size_t j = 0; j < reduceops.size(); j++) {
+    const Shape& in_j = node_st(reduceops[j]->src[0], st_memo).shape();
+    for (const UOp& u : reduceops[j]->src[0].toposort()) {
+      if (u->op != Ops::REDUCE_AXIS) continue;
+      const std::vector<int64_t>& ax = u->as<ReduceArg>().axes;
+      if (std::all_of(ax.begin(), ax.end(), [&](int64_t a) { return in_j[a] == 1; }))
+        inner_reduce[std::find(reduceops.begin(), reduceops.end(), u) - reduceops.begin()] = true;
+    }
+  }
+  // several outer reduces with one nested in them (a row kernel reading a fused arange): the full
+  // shape is the nested reduce's input (it adds the arange's dims), the main buffer a row reduce's
+  const size_t outer = std::count(inner_reduce.begin(), inner_reduce.end(), false);
+  const bool nested_rows = outer >= 2 && outer < reduceops.size();
   if (!reduceops.empty()) {
+    const size_t first = nested_rows ? std::find(inner_reduce.begin(), inner_reduce.end(), false) - inner_reduce.begin() : 0;
     std::vector<UOp> early;
     std::unordered_set<const UOpNode*> seen_r;
-    lazyops(reduceops[0], early, seen_r);
+    lazyops(reduceops[first], early, seen_r);
     for (const UOp& u : early)
-      if (is_buffer_op(u)) {
+      if (is_buffer_op(u) && (!nested_rows || u->op == Ops::LOAD)) {
         full_buf_index = static_cast<int>(std::find(bufs.begin(), bufs.end(), u) - bufs.begin());
         break;
       }
   }
+  full_st_index = full_buf_index;
   for (const UOp& r : reduceops) {
     sts.push_back(node_st(r, st_memo));
     sts.push_back(node_st(r->src[0], st_memo));
   }
+  if (nested_rows)
+    for (size_t i = 0; i < reduceops.size(); i++) {
+      const size_t in = bufs.size() + 2 * i + 1;
+      if (prod(sts[in].shape()) > prod(sts[full_st_index].shape())) full_st_index = static_cast<int>(in);
+    }
   // a row kernel (every reduce over the same axes) may store at the full shape
-  if (same_reduce_axes() && sts[0].shape() != sts[bufs.size()].shape()) out_ref = static_cast<int>(bufs.size());
+  if (same_reduce_axes() && sts[0].shape() != sts[first_outer_st()].shape()) out_ref = static_cast<int>(first_outer_st());
 
   // the Variables of symbolic trackers are kernel arguments too
   for (const ShapeTracker& st : sts)
@@ -156,24 +179,34 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
     }
   std::sort(vars.begin(), vars.end(), [](const UOp& a, const UOp& b) { return a->as<std::string>() < b->as<std::string>(); });
 
-  // move all reduce axes to the end
+  // move all reduce axes to the end; a nested reduce's own axes go before the row's, so the row's
+  // axes stay last (the heuristics unroll and group the last reduce axis)
   std::vector<int> permute;
   const Shape fs = full_shape(), os = output_shape();
   TG_ASSERT(fs.size() == os.size(), "output and full shape differ in rank: " + to_str(fs) + " vs " + to_str(os));
+  const Shape& row_in = sts[first_outer_st() + 1].shape();
   for (size_t i = 0; i < fs.size(); i++)
     if (fs[i] == os[i]) permute.push_back(static_cast<int>(i));
-  for (size_t i = 0; i < fs.size(); i++)
-    if (fs[i] != os[i]) permute.push_back(static_cast<int>(i));
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < fs.size(); i++)
+      if (fs[i] != os[i] && (pass == 1) == (!nested_rows || row_in[i] == fs[i])) permute.push_back(static_cast<int>(i));
   reshape_and_permute(nullptr, permute);
 
   simplify_ones();
   simplify_merge_adjacent();
 }
 
+size_t Kernel::first_outer_st() const {
+  const size_t i = std::find(inner_reduce.begin(), inner_reduce.end(), false) - inner_reduce.begin();
+  return bufs.size() + 2 * (i < reduceops.size() ? i : 0);
+}
+
 bool Kernel::same_reduce_axes() const {
   if (reduceops.empty()) return false;
-  for (size_t i = 1; i < reduceops.size(); i++)
-    if (sts[bufs.size() + 2 * i].shape() != sts[bufs.size()].shape()) return false;
+  // (a nested reduce is left out only under two or more outer ones: a row kernel reading an arange)
+  const bool skip_inner = std::count(inner_reduce.begin(), inner_reduce.end(), false) >= 2;
+  for (size_t i = 0; i < reduceops.size(); i++)
+    if (!(skip_inner && inner_reduce[i]) && sts[bufs.size() + 2 * i].shape() != sts[first_outer_st()].shape()) return false;
   return true;
 }
 
@@ -555,7 +588,11 @@ UOp Kernel::get_optimized_ast() const {
         return ret;
       }
       ret = UOp(Ops::REDUCE_AXIS, op->dtype, {fixup(op->src[0])}, ReduceArg{rop, axes});
-      if (group_for_reduces) {
+      // (a reduce nested in a row kernel's reduce doesn't reduce the grouped axes: each thread has its own)
+      bool grouped = false;
+      for (int64_t i = first_reduce(); i < first_reduce() + group_for_reduces; i++)
+        grouped = grouped || sts[reduce_idx].shape()[i] != sts[reduce_idx + 1].shape()[i];
+      if (grouped) {
         // the partial reduces meet in local memory; the grouped dims are reduced after a barrier
         Shape local_shape(global_dims(), 1);
         for (int64_t i = global_dims(); i < global_dims() + local_dims + group_for_reduces; i++) local_shape.push_back(full_shape()[i]);

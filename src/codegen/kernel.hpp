@@ -6,6 +6,7 @@
 //   global dims | local dims | group-for-reduce dims | reduce loops | upcasted dims
 // get_optimized_ast() writes the reshaped sts back into the AST; linearize() lowers it to UOps.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -77,13 +78,20 @@ class Kernel {
   std::vector<UOp> vars;          // DEFINE_VARs in the AST and its (symbolic) ShapeTrackers, by name
   // sts[i] for bufs[i]; then per reduceop its output and input ShapeTracker (to find reduced axes)
   std::vector<ShapeTracker> sts;
-  int full_buf_index = 0;         // a buffer read by the first reduce: it has the full shape
+  int full_buf_index = 0;         // a buffer read by the first reduce (of a row kernel: its first row reduce)
+  int full_st_index = 0;          // sts index of a tracker with the full shape (the largest reduce input)
+  // per reduceop: whether it sits inside another reduce's source (a fused arange in a row kernel's
+  // reduce: its own loop nested in the row's); the row kernel checks compare the outer ones
+  std::vector<bool> inner_reduce;
   // the tracker whose 1s mark the reduce axes: the first store's (0), or the first reduce's output
   // when the stores keep the full shape (several reduces over the rows of a fused softmax)
   int out_ref = 0;
   // every reduce reduces the same axes (of the rows); with two or more, or a full-shape store, a row kernel
   bool same_reduce_axes() const;
-  bool row_kernel() const { return same_reduce_axes() && (reduceops.size() > 1 || out_ref != 0); }
+  size_t first_outer_st() const;   // sts index of the first outer reduce's output (its input follows)
+  bool row_kernel() const {
+    return same_reduce_axes() && (std::count(inner_reduce.begin(), inner_reduce.end(), false) > 1 || out_ref != 0);
+  }
 
   std::vector<Opt> applied_opts;
   int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
@@ -101,7 +109,7 @@ class Kernel {
 
   // shape views
   const Shape& output_shape() const { return sts[out_ref].shape(); }
-  const Shape& full_shape() const { return sts[full_buf_index].shape(); }
+  const Shape& full_shape() const { return sts[full_st_index].shape(); }
   Shape full_unupcasted_shape() const;
   int64_t shape_len() const { return static_cast<int64_t>(sts[0].shape().size()); }
   int64_t first_upcast() const { return shape_len() - upcasted; }

@@ -126,6 +126,39 @@ ShapeTracker sym_reduce_view(const ShapeTracker& input_st, const ShapeTracker& s
   return tmp + ShapeTracker(nv);
 }
 
+// The view st after a reduce (over `axis` of input_st) as a view of the reduce's input: st's views
+// get the permuted reduce dims appended, which are the new reduce axes (the last ones).
+std::pair<ShapeTracker, std::vector<int64_t>> view_into_reduce(const ShapeTracker& input_st, const ShapeTracker& st,
+                                                              const std::vector<int64_t>& axis) {
+  ShapeTracker in;
+  if (st.symbolic() || input_st.symbolic()) {
+    in = sym_reduce_view(input_st, st, axis);
+  } else {
+    auto [tmp, rshape] = permute_reduce(input_st, axis);
+    int64_t prshape = prod(rshape);
+    std::vector<int64_t> rstrides = strides_for_shape(rshape);
+    std::vector<View> nv;
+    for (const View& v : st.views) {
+      Shape shape = v.shape;
+      shape.insert(shape.end(), rshape.begin(), rshape.end());
+      std::vector<int64_t> strides;
+      for (int64_t s : v.strides) strides.push_back(s * prshape);
+      strides.insert(strides.end(), rstrides.begin(), rstrides.end());
+      std::optional<Mask> mask;
+      if (v.mask) {
+        mask = *v.mask;
+        for (int64_t s : rshape) mask->emplace_back(0, s);
+      }
+      nv.push_back(View::create(shape, strides, v.offset * prshape, mask));
+    }
+    in = tmp + ShapeTracker(nv);
+  }
+  std::vector<int64_t> raxis;
+  const size_t nd = in.shape().size();
+  for (size_t i = nd - axis.size(); i < nd; i++) raxis.push_back(static_cast<int64_t>(i));
+  return {in, raxis};
+}
+
 // A group of LazyBuffers realized by one ScheduleItem, before buffers are attached.
 struct LBScheduleItem {
   MetaOps kind = MetaOps::KERNEL;
@@ -229,25 +262,60 @@ class GroupLowerer {
     return UOp(Ops::SINK, dtypes::void_, stores);
   }
 
-  // A row kernel: each output is stored at the full shape or the reduced one; every reduce reads its
-  // input at the full shape and is broadcast back along the rows (lazyop checks the views).
+  // A row kernel: each output is stored at the full shape or the reduced one (any shape of as many
+  // elements: a row sum without keepdim); every reduce reads its input at the full shape and is
+  // broadcast back along the rows (lazyop checks the views). A fused arange (cross-entropy's one-hot)
+  // is a reduce of its own nested in the rows' loops: its reduce dims follow the rows' (ext_ of them).
   UOp lower_row_kernel() {
+    ext_ = row_arange_dims();
     std::vector<UOp> stores;
     for (size_t i = 0; i < outs_.size(); i++) {
       LB o = outs_[i];
-      if (o->shape() != row_->full && o->shape() != row_->reduced()) throw UnfusableRow("row kernel output " + o->str());
-      ShapeTracker output_st = ShapeTracker::from_shape(o->shape());
-      UOp val = lazyop(o, output_st);
-      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(output_st), val}));
+      const int64_t n = prod(o->shape());
+      if (n != prod(row_->full) && n != prod(row_->reduced())) throw UnfusableRow("row kernel output " + o->str());
+      const Shape at = row_ext(n == prod(row_->full) ? row_->full : row_->reduced());
+      UOp val = lazyop(o, ShapeTracker::from_shape(o->shape()).reshape(at));
+      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(ShapeTracker::from_shape(at)), val}));
     }
     return UOp(Ops::SINK, dtypes::void_, stores);
   }
+  Shape row_ext(Shape s) const { return s.insert(s.end(), ext_, 1), s; }
+  static bool is_arange(LB b) { return b->op_is(ReduceOps::SUM) && b->srcs[0]->base()->op_is(MetaOps::CONST); }
+  bool is_row_reduce(LB r) const { return r->srcs[0]->shape() == row_->full && std::get<std::vector<int64_t>>(r->arg) == row_->axis; }
+  // the reduce dims of the fused aranges the row kernel computes (all alike), 0 when there are none
+  size_t row_arange_dims() const {
+    std::optional<size_t> dims;
+    std::vector<LB> stack(outs_.begin(), outs_.end());
+    std::unordered_set<LB> seen;
+    while (!stack.empty()) {
+      LB b = stack.back();
+      stack.pop_back();
+      if (!seen.insert(b).second || b->realized() || (realizes_.contains(b) && !is_output(b))) continue;
+      if (b->is_reduce() && !is_row_reduce(b)) {
+        const size_t n = std::get<std::vector<int64_t>>(b->arg).size();
+        if (!is_arange(b) || (dims && *dims != n)) throw UnfusableRow("row kernel reduce " + b->str());
+        dims = n;
+        continue;
+      }
+      for (auto& x : b->srcs) stack.push_back(x->base().get());
+    }
+    return dims.value_or(0);
+  }
   // st reads a reduce of the row kernel as its result broadcast along the rows (or as it is)
   bool row_view_ok(LB r, const ShapeTracker& st) const {
-    if (r->srcs[0]->shape() != row_->full || std::get<std::vector<int64_t>>(r->arg) != row_->axis) return false;
-    const ShapeTracker red = ShapeTracker::from_shape(row_->reduced());
-    if (st.shape() == row_->reduced()) return st.simplify() == red;
-    return st.shape() == row_->full && st.simplify() == red.expand(row_->full).simplify();
+    if (!is_row_reduce(r)) return false;
+    const ShapeTracker red = ShapeTracker::from_shape(row_ext(row_->reduced()));
+    if (st.shape() == red.shape()) return st.simplify() == red;
+    return st.shape() == row_ext(row_->full) && st.simplify() == red.expand(row_ext(row_->full)).simplify();
+  }
+  // a fused arange read through st (the kernel's shape): its reduce dims take the place of the ext_ 1s
+  UOp row_arange(LB buf, const ShapeTracker& st) {
+    Shape s = st.shape();
+    if (s.size() < ext_ || std::any_of(s.end() - static_cast<int64_t>(ext_), s.end(), [](int64_t d) { return d != 1; }))
+      throw UnfusableRow("row kernel reads the arange " + buf->str() + " through " + st.str());
+    s.resize(s.size() - ext_);
+    auto [in, axis] = view_into_reduce(buf->srcs[0]->fresh_st(), st.reshape(s), std::get<std::vector<int64_t>>(buf->arg));
+    return UOp(Ops::REDUCE_AXIS, buf->dtype, {lazyop(buf->srcs[0].get(), in)}, ReduceArg{ReduceOps::SUM, axis});
   }
 
   VarBindings var_vals_;
@@ -269,6 +337,7 @@ class GroupLowerer {
   const LBSet& realizes_;
   const bool reads_fused_arange_;   // the group computes a fused arange (FUSE_ARANGE) in its kernel
   const std::optional<RowSig> row_;   // a row kernel (merge_row_groups)
+  size_t ext_ = 0;                     // a row kernel's trailing dims for its fused aranges' reduces
   // reduce_info is ordered: the last entry gives the kernel's output shape
   std::vector<std::pair<StKey, ReduceInfo>> rinfo_;
   std::unordered_map<StKey, size_t, StKeyHash> rinfo_idx_;
@@ -310,34 +379,8 @@ class GroupLowerer {
     if (!buf->is_reduce()) return seen_ops_.emplace(StKey{buf, st}, top_reduce).first->second;
 
     std::vector<int64_t> axis = std::get<std::vector<int64_t>>(buf->arg);
-    if (!st.contiguous() && (st.symbolic() || input_st.symbolic())) {
-      input_st = sym_reduce_view(input_st, st, axis);
-      size_t n = axis.size(), nd = input_st.shape().size();
-      axis.clear();
-      for (size_t i = nd - n; i < nd; i++) axis.push_back(static_cast<int64_t>(i));
-    } else if (!st.contiguous()) {
-      // the view after the reduce becomes a view of the reduce input, reduce dims appended
-      auto [tmp, rshape] = permute_reduce(input_st, axis);
-      int64_t prshape = prod(rshape);
-      std::vector<int64_t> rstrides = strides_for_shape(rshape);
-      std::vector<View> nv;
-      for (const View& v : st.views) {
-        Shape shape = v.shape;
-        shape.insert(shape.end(), rshape.begin(), rshape.end());
-        std::vector<int64_t> strides;
-        for (int64_t s : v.strides) strides.push_back(s * prshape);
-        strides.insert(strides.end(), rstrides.begin(), rstrides.end());
-        std::optional<Mask> mask;
-        if (v.mask) {
-          mask = *v.mask;
-          for (int64_t s : rshape) mask->emplace_back(0, s);
-        }
-        nv.push_back(View::create(shape, strides, v.offset * prshape, mask));
-      }
-      input_st = tmp + ShapeTracker(nv);
-      size_t n = permute_reduce(input_st, axis).second.size(), nd = input_st.shape().size();
-      axis.clear();
-      for (size_t i = nd - n; i < nd; i++) axis.push_back(static_cast<int64_t>(i));
+    if (!st.contiguous()) {
+      std::tie(input_st, axis) = view_into_reduce(input_st, st, axis);
     } else if (top_reduce) {
       ReduceInfo top = *find_rinfo(*top_reduce);
       LazyBuffer& src = *buf->srcs[0];
@@ -412,9 +455,11 @@ class GroupLowerer {
     UOp ret;
     if (buf->realized() || (realizes_.contains(buf) && !is_output(buf))) {
       ret = load_or_const(buf, st);
+    } else if (buf->is_reduce() && row_ && !is_row_reduce(buf) && is_arange(buf)) {
+      ret = row_arange(buf, st);
     } else if (buf->is_reduce() && row_) {
       if (st.symbolic() || !row_view_ok(buf, st)) throw UnfusableRow("row kernel reads " + buf->str() + " through " + st.str());
-      UOp rsrc = lazyop(buf->srcs[0].get(), ShapeTracker::from_shape(row_->full));
+      UOp rsrc = lazyop(buf->srcs[0].get(), ShapeTracker::from_shape(row_->full).reshape(row_ext(row_->full)));
       ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), row_->axis});
     } else if (buf->is_reduce()) {
       ReduceInfo* ri = find_rinfo(key);
@@ -561,6 +606,8 @@ class GraphScheduler {
     std::optional<RowSig> sig;
     ok = true;
     for (LB r : gr.reduces) {
+      // a fused arange (a sum over a const) is computed in the row kernel's loops (lower_row_kernel)
+      if (r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST) && !r->st.symbolic()) continue;
       RowSig s{r->srcs[0]->shape(), std::get<std::vector<int64_t>>(r->arg)};
       const bool op_ok = r->op_is(ReduceOps::SUM) || r->op_is(ReduceOps::MAX);
       if (!op_ok || r->st.symbolic() || (sig && !(*sig == s))) { ok = false; return std::nullopt; }
@@ -616,7 +663,9 @@ class GraphScheduler {
           if (row > row_max || row <= 1) continue;
           // every output of either is the full or the reduced shape of the rows
           auto fits = [&](const std::vector<LB>& g) {
-            return std::all_of(g.begin(), g.end(), [&](LB o) { return o->shape() == sig_a->full || o->shape() == sig_a->reduced(); });
+            return std::all_of(g.begin(), g.end(), [&](LB o) {
+              return o->shape() == sig_a->full || prod(o->shape()) == prod(sig_a->reduced());
+            });
           };
           if (!fits(groups[a].second) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of, gb)) continue;
           for (LB o : groups[a].second) groups[b].second.push_back(o), group_of[o] = b;

@@ -14,6 +14,13 @@ namespace tg {
 using LBs = std::vector<LazyBufferPtr>;
 using PadArg = std::vector<std::pair<int64_t, int64_t>>;
 
+// conv2d's settings after validation (padding in pad2d's order: last spatial dim first)
+struct ConvArgs {
+  int groups = 1;
+  Shape pad, stride, dilation;   // stride/dilation: one value per spatial dim
+  std::optional<DType> acc_dtype;
+};
+
 struct Function {
   std::string device;
   std::vector<bool> needs_input_grad;
@@ -73,6 +80,8 @@ TG_FN(ReshapeSym, (const LBs& x, const std::vector<sint>& shape), std::vector<si
 TG_FN(ExpandSym, (const LBs& x, const std::vector<sint>& shape), std::vector<int64_t> expanded_axis;)
 TG_FN(PadSym, (const LBs& x, const SMask& arg), SMask narg;)
 TG_FN(ShrinkSym, (const LBs& x, const SMask& arg), SMask narg;)
+// conv2d (tensor/conv.cpp): backward as two convolutions instead of through the window view
+TG_FN(Conv2d, (const LBs& x, const ConvArgs& args), LazyBufferPtr x_; LazyBufferPtr w_; ConvArgs args_;)
 #undef TG_FN
 #undef TG_FN_NOGRAD
 }  // namespace F

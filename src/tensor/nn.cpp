@@ -94,14 +94,18 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& Y, int64_t ignore_i
   if (ndim() < 1 || Y.numel() * shape().back() != numel())
     throw Error("sparse_categorical_crossentropy: logits " + to_str(shape()) + " and labels " + to_str(Y.shape()) +
                 " don't match; logits need shape (*labels.shape, num_classes)");
+  // As tinygrad master: a loss per row (its picked log-probability and, with smoothing, its mean),
+  // so the row max, log-sum-exp and picked logit are reduces over the same rows (one row kernel, see
+  // engine/schedule.cpp), then one kernel sums the rows. The mask applies per row: a mask expanded
+  // over the classes would be realized as a kernel of its own.
   Tensor log_probs = log_softmax(), loss_mask = Y != ignore_index;
   int64_t nc = shape().back();
   Tensor y_counter = Tensor::arange(nc, Opts{{}, device(), false}).unsqueeze(0).expand({Y.numel(), nc});
   Shape ys = Y.shape();
   ys.push_back(nc);
-  Tensor y = ((y_counter == Y.flatten().reshape({-1, 1})) * loss_mask.reshape({-1, 1})).reshape(ys);
-  Tensor smoothing = label_smoothing * (log_probs.mean(-1) * loss_mask).sum();
-  return -((1 - label_smoothing) * (log_probs * y).sum() + smoothing) / loss_mask.sum();
+  Tensor y = (y_counter == Y.flatten().reshape({-1, 1})).reshape(ys);
+  Tensor unreduced = (1 - label_smoothing) * (log_probs * y).sum(-1) + label_smoothing * log_probs.mean(-1);
+  return -(loss_mask.where(unreduced, 0).sum() / loss_mask.sum());
 }
 
 }  // namespace tg

@@ -161,7 +161,7 @@ Tensor Tensor::conv2d(const Tensor& weight, std::optional<Tensor> bias, int grou
     throw Error("conv2d: input " + to_str(shape()) + " and weight " + to_str(weight.shape()) +
                 " need the same number of dims (N, C, *spatial) and (Cout, Cin/groups, *kernel)");
   if (groups <= 0) throw Error("conv2d: groups must be positive, got " + std::to_string(groups));
-  int64_t bs = shape()[0], cin_ = shape()[1], cout = weight.shape()[0], cin = weight.shape()[1];
+  int64_t cin_ = shape()[1], cout = weight.shape()[0], cin = weight.shape()[1];
   Shape HW(weight.shape().begin() + 2, weight.shape().end());
   if (groups * cin != cin_)
     throw Error("conv2d: input shape " + to_str(shape()) + " does not match weight shape " + to_str(weight.shape()) + ": groups*cin = " +
@@ -171,25 +171,11 @@ Tensor Tensor::conv2d(const Tensor& weight, std::optional<Tensor> bias, int grou
   if (bias && (bias->ndim() != 1 || bias->shape()[0] != cout))
     throw Error("conv2d: bias shape " + to_str(bias->shape()) + " must be (" + std::to_string(cout) + ",)");
   Shape pad = detail::padding2d(padding, HW.size(), "conv2d");
-  Tensor x = detail::pool(pad2d(pad), HW, stride, dilation, "conv2d");   // (bs, groups*cin, *oyx, *HW)
-  int64_t rcout = cout / groups;
-  size_t n = HW.size();
-  Shape oyx(x.shape().begin() + 2, x.shape().end() - n);
-  Shape r1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
-  r1.insert(r1.end(), oyx.begin(), oyx.end()), r1.insert(r1.end(), HW.begin(), HW.end());
-  e1.insert(e1.end(), oyx.begin(), oyx.end()), e1.insert(e1.end(), HW.begin(), HW.end());
-  std::vector<int> perm{0, 1, 3};
-  for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + j));
-  perm.push_back(2);
-  for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + n + j));
-  x = x.reshape(r1).expand(e1).permute(perm);   // (bs, groups, rcout, *oyx, cin, *HW)
-  Shape wr{1, groups, rcout};
-  wr.insert(wr.end(), n, 1), wr.push_back(cin), wr.insert(wr.end(), HW.begin(), HW.end());
-  std::vector<int> red;
-  for (size_t j = 0; j < 1 + n; j++) red.push_back(-1 - static_cast<int>(j));
-  Shape out{bs, cout};
-  out.insert(out.end(), oyx.begin(), oyx.end());
-  Tensor ret = (x * weight.reshape(wr)).sum(red, true, acc_dtype).reshape(out);
+  const size_t n = HW.size();
+  Shape st = detail::make_pair(stride, n, "conv2d", "stride"), dl = detail::make_pair(dilation, n, "conv2d", "dilation");
+  // FUSE_CONV_BW=0: the op-by-op gradient through the window view (tensor/conv.cpp says why not)
+  Tensor ret = getenv("FUSE_CONV_BW", 1) ? apply<F::Conv2d>({*this, weight}, ConvArgs{groups, pad, st, dl, acc_dtype})
+                                         : detail::conv_pooled(pad2d(pad), weight, groups, st, dl, acc_dtype);
   if (!bias) return ret;
   Shape br{1, -1};
   br.insert(br.end(), n, 1);

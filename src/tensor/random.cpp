@@ -41,7 +41,10 @@ Tensor Tensor::rand(Shape shape, Opts opts) {
   Tensor counts2 = counts1 + half;
   Tensor x = (counts2.cast(dtypes::uint64) << 32) | counts1.cast(dtypes::uint64);
   auto [a, b] = detail::broadcasted(x, static_cast<int64_t>(g_seed), false, true, "rand");
-  x = apply<F::Threefry>({a, b});
+  // realized once: lo and hi below each read it, and cat's pad of hi (>> 32 is an unsafe pad op)
+  // realizes hi in a kernel of its own, so a fused x was computed for every output word (3 threefry
+  // evaluations per pair, the lo half's kernel running all of them under masks)
+  x = apply<F::Threefry>({a, b}).contiguous();
   Tensor lo = (x & int64_t{0xffffffff}).cast(dtypes::uint32), hi = ((x >> 32) & int64_t{0xffffffff}).cast(dtypes::uint32);
   // the top 24 bits of each word give a float in [0, 1)
   Tensor out = Tensor::cat({lo, hi}).rshift(8).cast(dtypes::float32).div(static_cast<int64_t>(1) << 24)[{Slice{{}, num}}];

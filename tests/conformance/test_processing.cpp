@@ -99,6 +99,17 @@ std::vector<Case> conv_cases() {
   conv(cs, "groups2", {1, 4, 5, 5}, {6, 2, 3, 3}, false, {.groups = 2});
   conv(cs, "depthwise", {2, 4, 5, 5}, {4, 1, 3, 3}, true, {.groups = 4});
   conv(cs, "all_args", {2, 4, 8, 8}, {4, 2, 3, 3}, true, {.groups = 2, .stride = {2}, .dilation = {2}, .padding = {1}});
+  // the fused backward (tensor/conv.cpp): odd sizes, rows no window reads, padding past the kernel's
+  // span, groups with every argument, and one large enough for the CPU's packed GEMM path
+  conv(cs, "batch1_odd", {1, 5, 9, 11}, {7, 5, 5, 3}, true, {});
+  conv(cs, "stride23_unread_rows", {2, 3, 10, 8}, {4, 3, 3, 3}, false, {.stride = {2, 3}});
+  conv(cs, "stride3_k2", {1, 2, 11, 11}, {2, 2, 2, 2}, false, {.stride = {3}});
+  conv(cs, "padding_past_span", {1, 2, 5, 5}, {2, 2, 2, 2}, false, {.padding = {3}});
+  conv(cs, "groups3_all_args", {2, 6, 11, 10}, {9, 2, 3, 3}, true, {.groups = 3, .stride = {2}, .dilation = {2}, .padding = {2}});
+  conv(cs, "mnist_conv2_packed", {8, 32, 14, 14}, {32, 32, 5, 5}, true, {});
+  // the weight gradient's reduce in batch blocks (over 4096 (b, oy, ox) elements): 2 blocks of 5, 7 blocks of 1
+  conv(cs, "batch_blocks", {10, 3, 26, 26}, {4, 3, 3, 3}, true, {});
+  conv(cs, "batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, false, {.padding = {1}});
   cs.push_back(pair("conv2d/nhwc_input", {F({1, 5, 5, 2}), F({3, 2, 3, 3})}, TG(op::permute(x[0], {0, 3, 1, 2}).conv2d(x[1])),
                     TH(torch::conv2d(x[0].permute({0, 3, 1, 2}), x[1])))
                    .tol(1e-4));

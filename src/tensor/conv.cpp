@@ -1,0 +1,156 @@
+// conv2d as one autograd Function (tinygrad's FUSE_CONV_BW idea, done in autograd rather than in
+// the scheduler). The forward is tinygrad's: the padded input read through _pool's window view,
+// times the weight, summed over (cin, *kernel). Differentiating that expression op by op sends the
+// input gradient back through the window view: a (n, cin, *out, *kernel) tensor is materialized and
+// then summed with div/mod index math (655 MB for beautiful_mnist's second conv at batch 512).
+// Conv2d::backward instead emits two convolutions, each the same SUM(a*b) kernel shape as the
+// forward, so the CPU's GEMM path (heuristics, B packing) handles them:
+//   grad input  = conv(grad_out dilated by the stride and padded by d*(k-1), weight flipped and
+//                 with in/out channels swapped per group), stride 1, the forward's dilation;
+//   grad weight = SUM over (n, *out) of the input's window view times grad_out.
+// FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+#include <numeric>
+
+#include "tensor/function.hpp"
+
+namespace tg {
+
+namespace detail {
+// conv of an already padded input: (bs, groups*cin, *in) x (cout, cin, *k) -> (bs, cout, *out)
+Tensor conv_pooled(const Tensor& xp, const Tensor& weight, int groups, const Shape& stride, const Shape& dilation,
+                   std::optional<DType> acc_dtype) {
+  const int64_t bs = xp.shape()[0], cout = weight.shape()[0], cin = weight.shape()[1];
+  const Shape HW(weight.shape().begin() + 2, weight.shape().end());
+  const size_t n = HW.size();
+  Tensor x = pool(xp, HW, stride, dilation, "conv2d");   // (bs, groups*cin, *oyx, *HW)
+  const int64_t rcout = cout / groups;
+  Shape oyx(x.shape().begin() + 2, x.shape().end() - n);
+  Shape r1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
+  r1.insert(r1.end(), oyx.begin(), oyx.end()), r1.insert(r1.end(), HW.begin(), HW.end());
+  e1.insert(e1.end(), oyx.begin(), oyx.end()), e1.insert(e1.end(), HW.begin(), HW.end());
+  std::vector<int> perm{0, 1, 3};
+  for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + j));
+  perm.push_back(2);
+  for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + n + j));
+  x = x.reshape(r1).expand(e1).permute(perm);   // (bs, groups, rcout, *oyx, cin, *HW)
+  Shape wr{1, groups, rcout};
+  wr.insert(wr.end(), n, 1), wr.push_back(cin), wr.insert(wr.end(), HW.begin(), HW.end());
+  std::vector<int> red;
+  for (size_t j = 0; j < 1 + n; j++) red.push_back(-1 - static_cast<int>(j));
+  Shape out{bs, cout};
+  out.insert(out.end(), oyx.begin(), oyx.end());
+  return (x * weight.reshape(wr)).sum(red, true, acc_dtype).reshape(out);
+}
+}  // namespace detail
+
+namespace F {
+namespace {
+// (batch, *out) elements per block of the weight gradient's reduce (see Conv2d::backward)
+constexpr int64_t kReduceBlock = 4096;
+
+// per spatial dim j: (left, right) padding from pad2d's order (last dim first)
+std::pair<int64_t, int64_t> side_pads(const Shape& pad2d, size_t n, size_t j) {
+  const size_t m = n - 1 - j;
+  return {pad2d[2 * m], pad2d[2 * m + 1]};
+}
+
+// Each spatial dim of t (the last n) padded by (l, r) zeros, or cut where l or r is negative.
+Tensor pad_or_cut(const Tensor& t, const std::vector<std::pair<int64_t, int64_t>>& lr) {
+  const size_t nd = t.shape().size(), n = lr.size();
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> arg(nd);
+  for (size_t j = 0; j < n; j++) arg[nd - n + j] = std::pair<int64_t, int64_t>{-lr[j].first, t.shape()[nd - n + j] + lr[j].second};
+  return detail::slice_pad(t, arg);
+}
+
+// s-1 zeros between the elements of each spatial dim (a strided conv's output spread back over its input)
+Tensor dilate(const Tensor& t, const Shape& s) {
+  bool strided = false;
+  for (int64_t v : s) strided |= v > 1;
+  if (!strided) return t;
+  const size_t n = s.size(), lead = t.shape().size() - n;
+  Shape r(t.shape().begin(), t.shape().begin() + lead), r2 = r;
+  std::vector<std::pair<int64_t, int64_t>> p(lead, {0, 0});
+  std::vector<std::pair<int64_t, int64_t>> sh;
+  for (size_t i = 0; i < lead; i++) sh.push_back({0, t.shape()[i]});
+  for (size_t j = 0; j < n; j++) {
+    const int64_t o = t.shape()[lead + j];
+    r.insert(r.end(), {o, 1});
+    p.insert(p.end(), {{0, 0}, {0, s[j] - 1}});
+    r2.push_back(o * s[j]);
+    sh.push_back({0, (o - 1) * s[j] + 1});
+  }
+  return t.reshape(r).pad(p).reshape(r2).shrink(sh);
+}
+}  // namespace
+
+LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
+  x_ = x[0], w_ = x[1], args_ = args;
+  Tensor xt = detail::make_tensor(x_, false), wt = detail::make_tensor(w_, false);
+  return detail::lb(detail::conv_pooled(xt.pad2d(args.pad), wt, args.groups, args.stride, args.dilation, args.acc_dtype));
+}
+
+LBs Conv2d::backward(const LazyBufferPtr& grad) {
+  const Tensor g = detail::make_tensor(grad, false), x = detail::make_tensor(x_, false), w = detail::make_tensor(w_, false);
+  const int groups = args_.groups;
+  const int64_t cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
+  const Shape K(w.shape().begin() + 2, w.shape().end());
+  const size_t n = K.size();
+  const Shape& s = args_.stride;
+  const Shape& d = args_.dilation;
+  LazyBufferPtr dx, dw;
+  if (needs_input_grad[0]) {
+    // dx_pad[y] = sum_k g_dilated[y - k*d] * w[k]: with the kernel flipped, a stride-1 conv of g_dilated
+    // padded by d*(k-1) on both sides. The forward's padding (and the rows past the last window a
+    // stride leaves unread) move into that padding, so the conv's output is dx itself.
+    std::vector<std::pair<int64_t, int64_t>> lr;
+    for (size_t j = 0; j < n; j++) {
+      const auto [pl, pr] = side_pads(args_.pad, n, j);
+      const int64_t in = x.shape()[2 + j], P = in + pl + pr, o = g.shape()[2 + j];
+      const int64_t used = (o - 1) * s[j] + d[j] * (K[j] - 1) + 1, span = d[j] * (K[j] - 1);
+      lr.push_back({span - pl, span + (P - used) - pr});
+    }
+    Tensor gp = pad_or_cut(dilate(g, s), lr);
+    Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
+    wr.insert(wr.end(), K.begin(), K.end()), wt.insert(wt.end(), K.begin(), K.end());
+    std::vector<int> flips;
+    for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+    Tensor wf = w.reshape(wr).transpose(1, 2).reshape(wt).flip(flips);   // (groups*cin, rcout, *k), kernel flipped
+    dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
+  }
+  if (needs_input_grad[1]) {
+    // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d], as a GEMM with co the unit-stride
+    // output axis (a GEMM's N: grad_output is its B operand, read one co panel at a time) and the
+    // reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose partial sums
+    // add up in a second small kernel: one block's B panel then stays in cache.
+    const int64_t bs = x.shape()[0];
+    Shape O(g.shape().begin() + 2, g.shape().end());
+    int64_t per_image = 1;
+    for (int64_t v : O) per_image *= v;
+    int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
+    for (int64_t b = 1; b <= bs; b++)
+      if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
+    const int64_t nb = bs / blk;
+    Tensor xw = detail::pool(x.pad2d(args_.pad), K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
+    // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
+    Shape xr{nb, blk, groups, cin}, gr{nb, blk, groups, 1};
+    xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(1);
+    gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1), gr.push_back(rcout);
+    std::vector<int> glast{0, 1, 2};   // (nb, blk, groups, rcout, *o) -> (nb, blk, groups, *o, rcout)
+    for (size_t j = 0; j < n; j++) glast.push_back(static_cast<int>(4 + j));
+    glast.push_back(3);
+    Shape gsplit{nb, blk, groups, rcout};
+    gsplit.insert(gsplit.end(), O.begin(), O.end());
+    std::vector<int> red{1};
+    for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
+    Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
+    std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
+    for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
+    Shape out{cout, cin};
+    out.insert(out.end(), K.begin(), K.end());
+    dw = detail::lb(part.sum(0).permute(co_first).reshape(out));
+  }
+  return {dx, dw};
+}
+
+}  // namespace F
+}  // namespace tg

@@ -1,0 +1,112 @@
+// conv2d's backward as two convolutions (tensor/conv.cpp) against the op-by-op gradient through the
+// window view (FUSE_CONV_BW=0), for every argument conv2d takes; and the property it exists for: no
+// (n, cin, *out, *kernel) buffer in the backward's schedule. Gradients against libtorch are in
+// tests/conformance (conv2d/* cases).
+#include <algorithm>
+
+#include "runtime/buffer.hpp"
+#include "tensor_test_util.hpp"
+
+using namespace tg;
+using namespace tgt;
+
+namespace {
+
+std::vector<float> data(int64_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; i++) v[i] = static_cast<float>(((i + seed) * 2654435761u) % 2001) / 1000.0f - 1.0f;
+  return v;
+}
+
+struct Conv {
+  const char* name;
+  Shape x, w;
+  int groups = 1;
+  Shape stride{1}, dilation{1}, padding{0};
+  bool bias = false;
+};
+
+// the output, grad input, grad weight (and grad bias) of sum(conv(x, w) * r) for a fixed r
+std::vector<std::vector<float>> grads(const Conv& c) {
+  Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w).requires_grad_();
+  std::optional<Tensor> b;
+  if (c.bias) b = F(data(c.w[0], 3), {c.w[0]}).requires_grad_();
+  Tensor out = x.conv2d(w, b, c.groups, c.stride, c.dilation, c.padding);
+  Tensor r = F(data(prod(out.shape()), 11), out.shape());
+  (out * r).sum().backward();
+  std::vector<std::vector<float>> ret{vals(out), vals(*x.grad()), vals(*w.grad())};
+  if (b) ret.push_back(vals(*b->grad()));
+  return ret;
+}
+
+const std::vector<Conv> kCases = {
+    {"simple", {2, 3, 7, 7}, {4, 3, 3, 3}},
+    {"batch1_odd", {1, 5, 9, 11}, {7, 5, 5, 3}, 1, {1}, {1}, {0}, true},
+    {"kernel_is_input", {2, 2, 4, 5}, {3, 2, 4, 5}},
+    {"1x1", {2, 4, 5, 5}, {6, 4, 1, 1}},
+    {"stride2", {2, 3, 9, 9}, {4, 3, 3, 3}, 1, {2}},
+    {"stride2_unread_rows", {1, 2, 10, 8}, {3, 2, 3, 3}, 1, {2, 3}},   // 10 rows: the last is in no window
+    {"stride_past_kernel", {1, 2, 11, 11}, {2, 2, 2, 2}, 1, {3}},
+    {"padding1", {2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1}, {1}, {1}},
+    {"padding_asym", {1, 2, 7, 6}, {3, 2, 3, 3}, 1, {1}, {1}, {2, 0, 1, 3}},
+    {"padding_past_span", {1, 2, 5, 5}, {2, 2, 2, 2}, 1, {1}, {1}, {3}},   // padding > d*(k-1): the input gradient cuts
+    {"dilation2", {1, 3, 9, 8}, {2, 3, 3, 3}, 1, {1}, {2}},
+    {"stride_dilation_padding", {2, 4, 10, 9}, {4, 2, 3, 3}, 2, {2}, {2}, {1}, true},
+    {"groups3", {2, 6, 7, 7}, {9, 2, 3, 3}, 3, {1}, {1}, {1}},
+    {"depthwise", {2, 4, 6, 6}, {4, 1, 3, 3}, 4, {1}, {1}, {0}, true},
+    {"conv1d", {2, 3, 13}, {5, 3, 4}, 1, {2}, {1}, {1}},
+    {"conv3d", {1, 2, 5, 4, 6}, {3, 2, 2, 3, 2}, 1, {1}, {1}, {1}},
+    {"batch_blocks", {10, 2, 26, 26}, {3, 2, 3, 3}},   // weight gradient reduced in 2 blocks of 5 images
+    {"batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, 1, {1}, {1}, {1}},   // 7 blocks of 1
+};
+
+}  // namespace
+
+TEST(ConvBackward, MatchesTheWindowViewGradient) {
+  for (const Conv& c : kCases) {
+    SCOPED_TRACE(c.name);
+    auto fused = grads(c);
+    std::vector<std::vector<float>> old;
+    {
+      Context ctx({{"FUSE_CONV_BW", 0}});
+      old = grads(c);
+    }
+    ASSERT_EQ(fused.size(), old.size());
+    for (size_t i = 0; i < fused.size(); i++) {
+      SCOPED_TRACE(i == 0 ? "output" : i == 1 ? "grad input" : i == 2 ? "grad weight" : "grad bias");
+      expect_close(fused[i], old[i], 1e-4f);
+    }
+  }
+}
+
+TEST(ConvBackward, OnlyTheInputOrOnlyTheWeight) {
+  Conv c{"stride_dilation_padding", {2, 4, 10, 9}, {4, 2, 3, 3}, 2, {2}, {2}, {1}};
+  auto all = grads(c);
+  Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w);
+  Tensor out = x.conv2d(w, std::nullopt, c.groups, c.stride, c.dilation, c.padding);
+  (out * F(data(prod(out.shape()), 11), out.shape())).sum().backward();
+  expect_close(vals(*x.grad()), all[1], 1e-5f);
+  EXPECT_FALSE(w.grad().has_value());
+  Tensor x2 = F(data(prod(c.x), 1), c.x), w2 = F(data(prod(c.w), 7), c.w).requires_grad_();
+  Tensor out2 = x2.conv2d(w2, std::nullopt, c.groups, c.stride, c.dilation, c.padding);
+  (out2 * F(data(prod(out2.shape()), 11), out2.shape())).sum().backward();
+  expect_close(vals(*w2.grad()), all[2], 1e-5f);
+  EXPECT_FALSE(x2.grad().has_value());
+}
+
+// The point of the fused backward: the input gradient never materializes the windows. beautiful_mnist's
+// second conv at batch 512 wrote 655 MB there; here (8, 4, 14, 14) x (4, 4, 5, 5) -> a 100x (n, ci, 10, 10, 5, 5).
+TEST(ConvBackward, NoWindowSizedBuffer) {
+  auto largest = [](bool fused) {
+    Context ctx({{"FUSE_CONV_BW", fused ? 1 : 0}});
+    Tensor x = F(data(8 * 4 * 14 * 14, 1), {8, 4, 14, 14}).requires_grad_(), w = F(data(4 * 4 * 25, 7), {4, 4, 5, 5}).requires_grad_();
+    x.conv2d(w).square().sum().backward();
+    int64_t big = 0;
+    for (const ScheduleItem& si : x.grad()->schedule({*w.grad()}))
+      for (const auto& b : si.bufs) big = std::max(big, b->size);
+    return big;
+  };
+  const int64_t windows = 8 * 4 * 10 * 10 * 25;
+  EXPECT_GE(largest(false), windows);   // the op-by-op gradient writes them
+  EXPECT_LT(largest(true), windows / 4);
+}
