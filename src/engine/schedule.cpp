@@ -319,7 +319,9 @@ class GroupLowerer {
   bool is_row_reduce(LB r) const { return std::get<std::vector<int64_t>>(r->arg) == row_->axis && row_->is_full(r->srcs[0]->sym_shape()); }
   // the reduce dims of the fused aranges the row kernel computes (all alike), 0 when there are none
   size_t row_arange_dims() const {
-    std::optional<size_t> dims;
+    // the aranges' reduce dims share the kernel's trailing dims: they must have the same sizes, not only
+    // the same count (interpolate's aranges over 4x5 and 9x15 gave zeros)
+    std::optional<Shape> dims;
     bool has_max = false;
     std::vector<LB> stack(outs_.begin(), outs_.end());
     std::unordered_set<LB> seen;
@@ -329,9 +331,10 @@ class GroupLowerer {
       if (!seen.insert(b).second || b->realized() || (realizes_.contains(b) && !is_output(b))) continue;
       has_max = has_max || (b->op_is(ReduceOps::MAX) && is_row_reduce(b));
       if (b->is_reduce() && !is_row_reduce(b)) {
-        const size_t n = std::get<std::vector<int64_t>>(b->arg).size();
-        if (!is_arange(b) || (dims && *dims != n)) throw UnfusableRow("row kernel reduce " + b->str());
-        dims = n;
+        Shape rshape;
+        for (int64_t a : std::get<std::vector<int64_t>>(b->arg)) rshape.push_back(b->srcs[0]->shape()[a]);
+        if (!is_arange(b) || (dims && *dims != rshape)) throw UnfusableRow("row kernel reduce " + b->str());
+        dims = rshape;
         continue;
       }
       for (auto& x : b->srcs) stack.push_back(x->base().get());
@@ -339,7 +342,7 @@ class GroupLowerer {
     // only a (log-)softmax row takes in an arange (cross-entropy's one-hot); other gathers
     // (interpolate's) keep their kernels, whose nested reduces the row kernel's codegen doesn't cover
     if (dims && !has_max) throw UnfusableRow("row kernel with an arange and no row max");
-    return dims.value_or(0);
+    return dims ? dims->size() : 0;
   }
   // st reads a reduce of the row kernel as its result broadcast along the rows (or as it is)
   bool row_view_ok(LB r, const ShapeTracker& st) const {
