@@ -655,10 +655,11 @@ class GraphScheduler {
       if (r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST) && !r->st.symbolic()) continue;
       RowSig s{r->srcs[0]->sym_shape(), std::get<std::vector<int64_t>>(r->arg)};
       const bool op_ok = r->op_is(ReduceOps::SUM) || r->op_is(ReduceOps::MAX);
-      // (the symbolic dims a row may have are its own length: the loop bound)
+      // (the symbolic dim a row may have is its own length, the loop bound, over one axis: rows over two
+      // symbolic axes (var over both) rendered an undeclared index in the unrolled tail loop)
       bool sym_ok = true;
       for (size_t i = 0; i < s.full.size(); i++)
-        sym_ok = sym_ok && (s.full[i].is_const() || std::find(s.axis.begin(), s.axis.end(), int64_t(i)) != s.axis.end());
+        sym_ok = sym_ok && (s.full[i].is_const() || (s.axis.size() == 1 && s.axis[0] == int64_t(i)));
       if (!op_ok || !sym_ok || r->st.symbolic() || (sig && !(*sig == s))) { ok = false; return std::nullopt; }
       sig = s;
     }
