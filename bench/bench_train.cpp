@@ -3,6 +3,12 @@
 // same process (when built with it), and the step's FLOPs against OpenBLAS sgemm measured here (when
 // libopenblas can be loaded). Then the per-step overhead of a JIT replay vs a plain step on a tiny model.
 //   BS=512 STEPS=5 THREADS=n bench_train       (data: Debian's Fashion-MNIST if present, else random)
+// IMPL=tg or IMPL=torch runs one side only: its line's peak_rss_mb (the process's peak resident memory)
+// is then that side's alone. cpu_s_per_step is the process CPU time of a step (all threads): on a
+// machine shared with other work, tg's and libtorch's CPU seconds compare where wall time doesn't.
+
+#include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +30,16 @@ using clk = std::chrono::steady_clock;
 namespace {
 
 double secs(clk::time_point a) { return std::chrono::duration<double>(clk::now() - a).count(); }
+double cpu_now() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;   // KiB on Linux
+}
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -70,42 +86,44 @@ void bench_tg(int64_t bs, int steps, int threads) {
   float loss0 = gather_step({})[0].item<float>();
   double first_s = secs(t0);
   for (int i = 0; i < 2; i++) gather_step({})[0].item<float>();   // capture, first replay
-  std::vector<double> ts;
+  std::vector<double> ts, cs;
   float loss = 0;
   int64_t ops = 0, kernels = 0;
   for (int i = 0; i < steps; i++) {
     GlobalCounters::reset();
     auto t = clk::now();
+    const double c = cpu_now();
     loss = gather_step({})[0].item<float>();
-    ts.push_back(secs(t));
+    ts.push_back(secs(t)), cs.push_back(cpu_now() - c);
     ops = GlobalCounters::global_ops;
     kernels = GlobalCounters::kernel_count;
   }
   double step_s = median(ts);
   std::printf("{\"bench\":\"train_step\",\"impl\":\"tg\",\"what\":\"beautiful_mnist step, Adam, TinyJit replay, batch gathered in the step\","
-              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"first_step_s\":%.2f,\"kernels\":%lld,\"counted_gflop\":%.3f,"
+              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"cpu_s_per_step\":%.4f,\"first_step_s\":%.2f,\"kernels\":%lld,\"counted_gflop\":%.3f,"
               "\"counted_gflops\":%.2f,\"loss_first\":%.3f,\"loss_last\":%.3f,\"device\":\"%s\"}\n",
-              (long long)bs, threads, step_s, first_s, (long long)kernels, ops / 1e9, ops / 1e9 / step_s, loss0, loss,
+              (long long)bs, threads, step_s, median(cs), first_s, (long long)kernels, ops / 1e9, ops / 1e9 / step_s, loss0, loss,
               Device::default_device().c_str());
 
   Tensor samples = Tensor::randint({bs}, 0, X.shape()[0]).realize();
   Tensor xb = X[{samples}].contiguous().realize(), yb = Y[{samples}].contiguous().realize();
   for (int i = 0; i < 3; i++) model_step({xb, yb})[0].item<float>();
-  ts.clear();
+  ts.clear(), cs.clear();
   for (int i = 0; i < steps; i++) {
     GlobalCounters::reset();
     auto t = clk::now();
+    const double c = cpu_now();
     loss = model_step({xb, yb})[0].item<float>();
-    ts.push_back(secs(t));
+    ts.push_back(secs(t)), cs.push_back(cpu_now() - c);
     ops = GlobalCounters::global_ops;
     kernels = GlobalCounters::kernel_count;
   }
   step_s = median(ts);
   double flops = gemm_flops(bs);
   std::printf("{\"bench\":\"train_step\",\"impl\":\"tg\",\"what\":\"beautiful_mnist step, Adam, TinyJit replay, batch passed in\","
-              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"kernels\":%lld,\"counted_gflop\":%.3f,\"conv_linear_gflop\":%.3f,"
-              "\"conv_linear_gflops\":%.2f}\n",
-              (long long)bs, threads, step_s, (long long)kernels, ops / 1e9, flops / 1e9, flops / 1e9 / step_s);
+              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"cpu_s_per_step\":%.4f,\"kernels\":%lld,\"counted_gflop\":%.3f,\"conv_linear_gflop\":%.3f,"
+              "\"conv_linear_gflops\":%.2f,\"peak_rss_mb\":%.0f}\n",
+              (long long)bs, threads, step_s, median(cs), (long long)kernels, ops / 1e9, flops / 1e9, flops / 1e9 / step_s, peak_rss_mb());
 }
 
 #ifdef TG_HAVE_TORCH
@@ -142,16 +160,17 @@ void bench_torch(int64_t bs, int steps, int threads) {
     return loss.item<float>();
   };
   for (int i = 0; i < 2; i++) step();
-  std::vector<double> ts;
+  std::vector<double> ts, cs;
   for (int i = 0; i < steps; i++) {
     auto t = clk::now();
+    const double c = cpu_now();
     step();
-    ts.push_back(secs(t));
+    ts.push_back(secs(t)), cs.push_back(cpu_now() - c);
   }
   double step_s = median(ts), flops = gemm_flops(bs);
   std::printf("{\"bench\":\"train_step\",\"impl\":\"libtorch\",\"what\":\"same model and Adam, eager, index_select batch\",\"bs\":%lld,"
-              "\"threads\":%d,\"s_per_step\":%.4f,\"conv_linear_gflops\":%.2f,\"version\":\"%s\"}\n",
-              (long long)bs, threads, step_s, flops / 1e9 / step_s, TORCH_VERSION);
+              "\"threads\":%d,\"s_per_step\":%.4f,\"cpu_s_per_step\":%.4f,\"conv_linear_gflops\":%.2f,\"peak_rss_mb\":%.0f,\"version\":\"%s\"}\n",
+              (long long)bs, threads, step_s, median(cs), flops / 1e9 / step_s, peak_rss_mb(), TORCH_VERSION);
 }
 #endif
 
@@ -209,10 +228,11 @@ int main() {
     std::fflush(stdout);
     if (getenv("SKIP_JIT_OVERHEAD", 0) == 0) bench_jit_overhead();
     std::fflush(stdout);
-    bench_tg(bs, steps, threads);
+    const std::string impl = getenv_str("IMPL", "both");
+    if (impl != "torch") bench_tg(bs, steps, threads);
     std::fflush(stdout);
 #ifdef TG_HAVE_TORCH
-    bench_torch(bs, steps, threads);
+    if (impl != "tg") bench_torch(bs, steps, threads);
 #else
     std::printf("{\"bench\":\"train_step\",\"impl\":\"libtorch\",\"value\":null,\"what\":\"built without libtorch\"}\n");
 #endif

@@ -177,3 +177,28 @@ TEST(CpuGemmPack, TinyJitReplaysThePackedKernels) {
     EXPECT_EQ(jit({a, b})[0].tolist<float>(), host_matmul(a, b)) << "call " << call;
   }
 }
+
+TEST(CpuGemmPack, ElementwiseEpilogueAfterTheReduce) {
+  // a conv with bias and relu fused after its reduce (the forward of every conv layer), and a matmul
+  // times a mask (a relu's backward fused into the conv input gradient) still pack
+  const Tensor x = ints({64, 8, 12, 12}, 1), w = ints({32, 8, 3, 3}, 2), bias = ints({32}, 3);
+  const Tensor conv = x.conv2d(w, bias).relu();
+  const UOp conv_ast = last_ast(conv);
+  ASSERT_TRUE(cpu_gemm_pack(conv_ast, cpu())) << conv_ast.str();
+  const Tensor a = ints({128, 128}, 4), b = ints({128, 128}, 5), mask = ints({128, 128}, 6) > 0;
+  const Tensor masked = mask.where(a.matmul(b), 0.0f);
+  const UOp masked_ast = last_ast(masked);
+  ASSERT_TRUE(cpu_gemm_pack(masked_ast, cpu())) << masked_ast.str();
+  // a conv masked by a full-size tensor after its reduce (a relu backward on a conv input gradient):
+  // the output channels over the packed weights stay the vector axis, the mask is read strided like the store
+  const Tensor relu_out = ints({64, 32, 10, 10}, 7), masked_conv = (relu_out > 0).where(x.conv2d(w), 0.0f);
+  auto plan = cpu_gemm_pack(last_ast(masked_conv), cpu());
+  ASSERT_TRUE(plan);
+  Kernel k(plan->gemm_ast, cpu());
+  k.hand_coded_optimizations();
+  EXPECT_NE(k.to_program().src.find("float16 acc0 = "), std::string::npos) << k.to_program().src;
+  const auto got_conv = conv.tolist<float>(), got_masked = masked.tolist<float>();
+  Context ctx({{"NOOPT", 1}});
+  EXPECT_EQ(got_conv, x.conv2d(w, bias).relu().tolist<float>());
+  EXPECT_EQ(got_masked, mask.where(a.matmul(b), 0.0f).tolist<float>());
+}

@@ -11,6 +11,7 @@
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
@@ -196,6 +197,11 @@ TEST(FuseRows, StridedInputsAndSeveralOutputs) {
   expect_same_unfused(x, [&](const Tensor& t) { return std::vector<Tensor>{(t * 2).softmax(-1) + t.layernorm(-1)}; }, 1e-4, "two families");
   std::vector<Tensor> outs{x.softmax(-1), x.max(-1, true)};
   EXPECT_LE(kernels(outs), 2u);
+  // gathers through an arange one-hot with no row max (interpolate) keep their own kernels: their
+  // row merge gave zeros once
+  Tensor z = rnd({1, 2, 5}, 8);
+  expect_same_unfused(z, [](const Tensor& t) { return std::vector<Tensor>{t.interpolate({8}, "linear")}; }, 1e-5, "interpolate up");
+  expect_same_unfused(z, [](const Tensor& t) { return std::vector<Tensor>{t.interpolate({3}, "linear")}; }, 1e-5, "interpolate down");
 }
 
 TEST(FuseRows, CrossEntropyAndGradients) {
@@ -337,4 +343,40 @@ TEST(FuseRows, CudaRowKernelHasNoBarrierUnderAGate) {
     if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
   }
   EXPECT_EQ(row_kernels, 2) << "the max, log-sum-exp and picked-logit kernel, and the mean (sum and label count over one row)";
+}
+
+// Rows of symbolic length (a KV-cache decode step's softmax over start_pos+1 keys): one row kernel
+// that loops to the bound expression, equal to the concrete ops, one compiled kernel for every value,
+// and its CUDA form compiles under NVRTC.
+TEST(FuseRows, SymbolicRowLength) {
+  Variable sp("start_pos", 0, 40);
+  size_t compiled = 0;
+  for (int64_t pos : {0, 3, 8, 17}) {
+    Tensor a = rnd({3, pos + 1}, static_cast<uint32_t>(pos + 21));
+    Tensor s = a.reshape({sint(3), sint(sp.bind(pos)) + 1});
+    const std::vector<float> h = a.tolist<float>();
+    std::vector<std::pair<RowOp, Tensor>> outs{{RowOp::softmax, s.softmax(-1)}, {RowOp::log_softmax, s.log_softmax(-1)},
+                                               {RowOp::layernorm, s.layernorm(-1)}};
+    for (auto& [op, t] : outs) {
+      EXPECT_EQ(kernels(t), 1u) << "pos " << pos << " op " << int(op);
+      const std::vector<float> got = t.contiguous().tolist<float>(), want = host_rows(h, {3, pos + 1}, 1, op);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); i++) ASSERT_NEAR(got[i], want[i], 2e-5 * std::max(1.0f, std::fabs(want[i]))) << "pos " << pos << " op " << int(op);
+    }
+    if (pos == 0) compiled = method_cache_size();
+    else EXPECT_EQ(method_cache_size(), compiled) << "a kernel was compiled for start_pos " << pos;
+  }
+  CUDARenderer ren("sm_90");
+  Tensor x = Tensor::empty({1, 12, 1, 41}, Opts{dtypes::float32, "CPU", false});
+  Tensor s = x.shrink({{sint(0), sint(1)}, {sint(0), sint(12)}, {sint(0), sint(1)}, {sint(0), sint(sp.bind(9)) + 1}});
+  std::vector<ScheduleItem> sched = s.softmax(-1).schedule();
+  std::erase_if(sched, [](const ScheduleItem& si) { return si.kind != MetaOps::KERNEL; });
+  ASSERT_EQ(sched.size(), 1u);
+  Kernel k(Access::uop(sched[0].ast), ren);
+  k.skip_failed_opts = true;   // as get_kernel does for a symbolic kernel
+  k.hand_coded_optimizations();
+  RenderedProgram p = k.to_program();
+  EXPECT_EQ(p.vars, std::vector<std::string>{"start_pos"});
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+  EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty()) << p.src;
 }

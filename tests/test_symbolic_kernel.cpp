@@ -38,7 +38,7 @@ Kernel optimized(const ScheduleItem& si, const Renderer& ren) {
 TEST(SymbolicKernel, HeuristicsOptimizeFixedAxes) {
   ClangRenderer ren;
   auto items = decode_step_kernels(12, 64, 256, 37);
-  ASSERT_GE(items.size(), 4u);
+  ASSERT_EQ(items.size(), 3u) << "q.k, the softmax over the symbolic keys as one row kernel, then .v";
   size_t optimized_kernels = 0;
   for (const ScheduleItem& si : items) {
     Kernel k = optimized(si, ren);
@@ -50,7 +50,7 @@ TEST(SymbolicKernel, HeuristicsOptimizeFixedAxes) {
     EXPECT_EQ(p.vars, std::vector<std::string>{"start_pos"});
     EXPECT_EQ(p.var_ranges.at(0), (std::pair<int64_t, int64_t>{1, 255}));
   }
-  EXPECT_GE(optimized_kernels, 3u);
+  EXPECT_GE(optimized_kernels, 2u) << "q.k and .v (the row kernel loops to the symbolic length unrolled by nothing yet)";
 }
 
 TEST(SymbolicKernel, SplitFixedDimNextToSymbolicKeepsOneView) {

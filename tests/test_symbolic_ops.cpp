@@ -279,8 +279,7 @@ TEST(SymbolicOps, VarAndMean2D) {
       expect_close(vals(s.mean(0)), vals(a.mean(0)));
       expect_close(vals(s.mean(1)), vals(a.mean(1)));
     }
-  // var over one symbolic dim (0.9.2's test_var); var of a tensor with two symbolic dims still hits a
-  // scheduler assertion ("can't merge reduce") and is not covered yet
+  // var over one symbolic dim (0.9.2's test_var); two symbolic dims: VarOverTwoSymbolicDims
   for (int64_t i = 2; i < 5; i++) {
     Variable vi = Variable("i", 1, 10).bind(i);
     Tensor a = Tensor::rand({i, 3}).realize();
@@ -289,6 +288,36 @@ TEST(SymbolicOps, VarAndMean2D) {
     expect_close(vals(s.var(0)), vals(a.var(0)), 1e-4f);
     expect_close(vals(s.var(1)), vals(a.var(1)), 1e-4f);
   }
+}
+
+// Before: var(0)/var(1) of a tensor with two symbolic dims hit the scheduler's internal assertion
+// "can't merge reduce": the reduce's key view kept the value of the other (reduced-away) Variable,
+// so it didn't equal the view that looked it up.
+TEST(SymbolicOps, VarOverTwoSymbolicDims) {
+  for (int64_t i = 2; i < 5; i++)
+    for (int64_t j = 2; j < 4; j++) {
+      Variable vi = Variable("i", 1, 10).bind(i), vj = Variable("j", 1, 10).bind(j);
+      Tensor a = Tensor::rand({i, j}).realize();
+      Tensor s = a.reshape({vi, vj});
+      expect_close(vals(s.var()), vals(a.var()), 1e-4f);
+      expect_close(vals(s.var(0)), vals(a.var(0)), 1e-4f);
+      expect_close(vals(s.var(1)), vals(a.var(1)), 1e-4f);
+      expect_close(vals(s.std(1)), vals(a.std(1)), 1e-4f);
+      expect_close(vals((s - s.mean(0)).sum(0)), vals((a - a.mean(0)).sum(0)), 1e-4f);
+    }
+}
+
+// a view whose symbolic dim was shrunk away keeps no value for its Variable: it equals (and hashes
+// like) the same view made without it
+TEST(SymbolicShapeTracker, DroppedVariableLeavesNoValue) {
+  Variable vi = Variable("i", 1, 10).bind(3), vj = Variable("j", 1, 10).bind(2);
+  ShapeTracker both = ShapeTracker::from_sym_shape({sint(vi), sint(vj)});
+  ShapeTracker only_j = ShapeTracker::from_sym_shape({sint(1), sint(vj)});
+  ShapeTracker shrunk = both.shrink_sym({{sint(0), sint(1)}, {sint(0), sint(vj)}});
+  ASSERT_EQ(shrunk.var_vals(), (VarBindings{{"j", 2}}));
+  EXPECT_EQ(shrunk.views.back().shape, only_j.views.back().shape);
+  EXPECT_EQ(shrunk.reshape_sym({sint(vj)}), only_j.reshape_sym({sint(vj)}));
+  EXPECT_EQ(shrunk.reshape_sym({sint(vj)}).views.back().hash(), only_j.reshape_sym({sint(vj)}).views.back().hash());
 }
 
 // gpt2's Attention at start_pos 0: a Variable whose range holds 0, with 0, 1 and 2 new tokens

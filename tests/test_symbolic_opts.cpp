@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
@@ -211,4 +212,53 @@ TEST(SymbolicOpts, JitReplayEqualsReferenceForEveryLength) {
     expect_close(vals(got[2]), sm, 1e-5f, "sum" + at);
   }
   ASSERT_GT(kernels, 0u);
+}
+
+// ---- gradients through symbolic movement ops (tinygrad's Reshape/Expand/Pad/Shrink take sints)
+
+namespace {
+// d loss / d x for loss(view(x)), once through the symbolic view and once through the fixed one
+void expect_same_grad(const std::function<Tensor(const Tensor&, const sint&)>& loss, int64_t rows, int64_t cols, Variable v,
+                      const std::string& what) {
+  for (int64_t l : {1, 4, 7}) {
+    Tensor data = Tensor::rand({rows, cols}).realize();
+    Tensor xs = data.detach().contiguous().realize(), xf = data.detach().contiguous().realize();
+    xs.requires_grad_(), xf.requires_grad_();
+    Tensor ls = loss(xs, sint(v.bind(l)));
+    EXPECT_TRUE(ls.sym_shape().empty());
+    ls.backward();
+    loss(xf, sint(l)).backward();
+    ASSERT_TRUE(xs.grad() && xf.grad()) << what;
+    expect_close(xs.grad()->tolist<float>(), xf.grad()->tolist<float>(), 1e-5f, what + " at " + std::to_string(l));
+  }
+}
+}  // namespace
+
+// Before: the symbolic overloads made views with no autograd record, so no gradient reached x
+// (and a sum over a symbolic view failed backward's shape check).
+TEST(SymbolicGrad, ShrinkAndPad) {
+  Variable n("n", 1, 8);
+  expect_same_grad([](const Tensor& x, const sint& l) {
+    Tensor y = x.shrink({{sint(0), sint(3)}, {sint(1), l + 1}});
+    return (y * y).sum() + y.pad({{sint(0), sint(0)}, {sint(2), sint(1)}}, 0).exp().sum();
+  }, 3, 10, n, "shrink+pad");
+}
+
+TEST(SymbolicGrad, ReshapeAndExpand) {
+  Variable n("n", 1, 8);
+  expect_same_grad([](const Tensor& x, const sint& l) {
+    Tensor y = x.shrink({{sint(0), sint(3)}, {sint(0), l}});
+    Tensor r = y.reshape({sint(1), sint(3), l}) * 2;
+    Tensor col = x.shrink({{sint(0), sint(3)}, {sint(9), sint(10)}}).expand({sint(3), l});   // (3, 1) -> (3, l)
+    return (r.sum(0) * col).sum() + (col * col).mean();
+  }, 3, 10, n, "reshape+expand");
+}
+
+TEST(SymbolicGrad, SoftmaxMaxMeanOverSymbolicAxis) {
+  Variable n("n", 1, 8);
+  expect_same_grad([](const Tensor& x, const sint& l) {
+    Tensor y = x.shrink({{sint(0), sint(4)}, {sint(0), l}});
+    Tensor w = Tensor::arange_sym(l).cast(dtypes::float32).reshape({sint(1), l}).expand({sint(4), l});
+    return (y.softmax(-1) * w).sum() + y.max(1).sum() + y.mean() + y.var(1, false, 0).sum();
+  }, 4, 8, n, "softmax+max+mean");
 }

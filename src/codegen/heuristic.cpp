@@ -199,6 +199,13 @@ std::optional<int64_t> stride_of(const Kernel& k, size_t i, int64_t axis) { retu
 // With a long reduce, a contiguous-store axis that isn't a whole number of vectors (a conv's 20-wide
 // rows: 16 + 4 lanes, 5/8 of each FMA used) gives way to a strided-store one that is (the output
 // channels over packed weights, codegen/pack.hpp).
+// buffer i is broadcast along every reduce axis: read by the epilogue after the reduce, not inside it
+bool read_after_reduce(const Kernel& k, size_t i) {
+  for (int64_t a = k.first_reduce(); a < k.shape_len(); a++)
+    if (k.full_shape()[a] != 1 && stride_of(k, i, a) != 0) return false;
+  return k.first_reduce() < k.shape_len();
+}
+
 std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
   const bool long_reduce = k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64;
   std::optional<int64_t> unit_axis;
@@ -210,7 +217,9 @@ std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
       bool ok = true, unit = !strided_store;
       for (size_t i = 1; i < k.bufs.size() && ok; i++) {
         auto st = stride_of(k, i, axis);
-        ok = st && (*st == 0 || *st == 1) && !k.axis_is_masked(i, axis);
+        // (a load after the reduce, e.g. a relu backward's mask on a conv's input gradient, is read once
+        // per output like the store: strided is as cheap there)
+        ok = st && (*st == 0 || *st == 1 || (strided_store && read_after_reduce(k, i))) && !k.axis_is_masked(i, axis);
         unit = unit || st == 1;
       }
       if (!ok || !unit) continue;

@@ -139,7 +139,7 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
   // several outer reduces with one nested in them (a row kernel reading a fused arange): the full
   // shape is the nested reduce's input (it adds the arange's dims), the main buffer a row reduce's
   const size_t outer = std::count(inner_reduce.begin(), inner_reduce.end(), false);
-  const bool nested_rows = outer >= 2 && outer < reduceops.size();
+  nested_rows = outer >= 2 && outer < reduceops.size();
   if (!reduceops.empty()) {
     const size_t first = nested_rows ? std::find(inner_reduce.begin(), inner_reduce.end(), false) - inner_reduce.begin() : 0;
     std::vector<UOp> early;
@@ -205,9 +205,8 @@ size_t Kernel::first_outer_st() const {
 bool Kernel::same_reduce_axes() const {
   if (reduceops.empty()) return false;
   // (a nested reduce is left out only under two or more outer ones: a row kernel reading an arange)
-  const bool skip_inner = std::count(inner_reduce.begin(), inner_reduce.end(), false) >= 2;
   for (size_t i = 0; i < reduceops.size(); i++)
-    if (!(skip_inner && inner_reduce[i]) && sts[bufs.size() + 2 * i].shape() != sts[first_outer_st()].shape()) return false;
+    if (!(nested_rows && inner_reduce[i]) && sts[bufs.size() + 2 * i].shape() != sts[first_outer_st()].shape()) return false;
   return true;
 }
 

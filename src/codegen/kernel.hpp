@@ -83,6 +83,7 @@ class Kernel {
   // per reduceop: whether it sits inside another reduce's source (a fused arange in a row kernel's
   // reduce: its own loop nested in the row's); the row kernel checks compare the outer ones
   std::vector<bool> inner_reduce;
+  bool nested_rows = false;       // 2+ outer reduces with nested ones (a row kernel reading an arange)
   // the tracker whose 1s mark the reduce axes: the first store's (0), or the first reduce's output
   // when the stores keep the full shape (several reduces over the rows of a fused softmax)
   int out_ref = 0;

@@ -74,8 +74,13 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
   if (ren.has_local || !getenv("CPU_PACK", 1) || ren.vector_bytes < 16) return std::nullopt;
   if (ast->op != Ops::SINK || ast->src.size() != 1 || ast->src[0]->op != Ops::STORE) return std::nullopt;
   const UOp& store = ast->src[0];
-  const UOp& red = store->src[2];
-  if (red->op != Ops::REDUCE_AXIS || red->as<ReduceArg>().op != ReduceOps::SUM) return std::nullopt;
+  // the one reduce under the store; what sits between them is an elementwise epilogue (a fused bias,
+  // relu or its backward's mask, a cast) that split_ast carries along like the rest of the ast
+  UOp red;
+  int reduces = 0;
+  for (const UOp& u : store->src[2].toposort())
+    if (u->op == Ops::REDUCE_AXIS) red = u, reduces++;
+  if (reduces != 1 || red->as<ReduceArg>().op != ReduceOps::SUM) return std::nullopt;
   const UOp& mul = red->src[0];
   if (mul->op != Ops::ALU || !mul->is<BinaryOps>() || mul->as<BinaryOps>() != BinaryOps::MUL || mul->dtype != dtypes::float32)
     return std::nullopt;

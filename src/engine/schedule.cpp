@@ -184,12 +184,45 @@ struct UnfusableRow : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The rows of a row group: every reduce in it reads full shape `full` and reduces `axis`.
+// dims equal as expressions (a symbolic dim only matches the same expression)
+bool same_dims(const std::vector<sint>& a, const std::vector<sint>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (a[i].is_const() != b[i].is_const()) return false;
+    if (a[i].is_const() ? a[i].const_value() != b[i].const_value() : !a[i].same(b[i])) return false;
+  }
+  return true;
+}
+
+// The rows of a row group: every reduce in it reads full shape `full` and reduces `axis`. Dims may be
+// symbolic (a KV-cache decode step's key length): the kernel loops to the bound expression.
 struct RowSig {
-  Shape full;
+  std::vector<sint> full;
   std::vector<int64_t> axis;
-  bool operator==(const RowSig&) const = default;
-  Shape reduced() const { return reduce_shape(full, axis); }
+  bool operator==(const RowSig& o) const { return axis == o.axis && same_dims(full, o.full); }
+  std::vector<sint> reduced() const {
+    std::vector<sint> r = full;
+    for (int64_t a : axis) r[a] = 1;
+    return r;
+  }
+  bool symbolic() const { return std::any_of(full.begin(), full.end(), [](const sint& d) { return !d.is_const(); }); }
+  // whether a buffer of this shape is the full rows or one value per row (any shape of as many elements)
+  bool is_full(const std::vector<sint>& s) const { return same_dims(s, full); }
+  bool is_reduced(const std::vector<sint>& s) const {
+    const std::vector<sint> r = reduced();
+    if (same_dims(s, r)) return true;
+    auto all_const = [](const std::vector<sint>& v) { return std::all_of(v.begin(), v.end(), [](const sint& d) { return d.is_const(); }); };
+    if (!all_const(s) || !all_const(r)) return false;
+    int64_t ns = 1, nr = 1;
+    for (auto& d : s) ns *= d.const_value();
+    for (auto& d : r) nr *= d.const_value();
+    return ns == nr;
+  }
+  int64_t max_row() const {   // the row's length at its largest
+    int64_t n = 1;
+    for (int64_t a : axis) n *= full[a].vmax();
+    return n;
+  }
 };
 
 class GroupLowerer {
@@ -271,50 +304,61 @@ class GroupLowerer {
     std::vector<UOp> stores;
     for (size_t i = 0; i < outs_.size(); i++) {
       LB o = outs_[i];
-      const int64_t n = prod(o->shape());
-      if (n != prod(row_->full) && n != prod(row_->reduced())) throw UnfusableRow("row kernel output " + o->str());
-      const Shape at = row_ext(n == prod(row_->full) ? row_->full : row_->reduced());
-      UOp val = lazyop(o, ShapeTracker::from_shape(o->shape()).reshape(at));
-      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(ShapeTracker::from_shape(at)), val}));
+      const std::vector<sint> os = o->sym_shape();
+      const bool full = row_->is_full(os);
+      if (!full && !row_->is_reduced(os)) throw UnfusableRow("row kernel output " + o->str());
+      const std::vector<sint> at = row_ext(full ? row_->full : row_->reduced());
+      const ShapeTracker out = ShapeTracker::from_sym_shape(at);
+      UOp val = lazyop(o, same_dims(os, at) ? out : o->fresh_st().reshape_sym(at));
+      stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(out), val}));
     }
     return UOp(Ops::SINK, dtypes::void_, stores);
   }
-  Shape row_ext(Shape s) const { return s.insert(s.end(), ext_, 1), s; }
+  std::vector<sint> row_ext(std::vector<sint> s) const { return s.insert(s.end(), ext_, sint(1)), s; }
   static bool is_arange(LB b) { return b->op_is(ReduceOps::SUM) && b->srcs[0]->base()->op_is(MetaOps::CONST); }
-  bool is_row_reduce(LB r) const { return r->srcs[0]->shape() == row_->full && std::get<std::vector<int64_t>>(r->arg) == row_->axis; }
+  bool is_row_reduce(LB r) const { return std::get<std::vector<int64_t>>(r->arg) == row_->axis && row_->is_full(r->srcs[0]->sym_shape()); }
   // the reduce dims of the fused aranges the row kernel computes (all alike), 0 when there are none
   size_t row_arange_dims() const {
-    std::optional<size_t> dims;
+    // the aranges' reduce dims share the kernel's trailing dims: they must have the same sizes, not only
+    // the same count (interpolate's aranges over 4x5 and 9x15 gave zeros)
+    std::optional<Shape> dims;
+    bool has_max = false;
     std::vector<LB> stack(outs_.begin(), outs_.end());
     std::unordered_set<LB> seen;
     while (!stack.empty()) {
       LB b = stack.back();
       stack.pop_back();
       if (!seen.insert(b).second || b->realized() || (realizes_.contains(b) && !is_output(b))) continue;
+      has_max = has_max || (b->op_is(ReduceOps::MAX) && is_row_reduce(b));
       if (b->is_reduce() && !is_row_reduce(b)) {
-        const size_t n = std::get<std::vector<int64_t>>(b->arg).size();
-        if (!is_arange(b) || (dims && *dims != n)) throw UnfusableRow("row kernel reduce " + b->str());
-        dims = n;
+        Shape rshape;
+        for (int64_t a : std::get<std::vector<int64_t>>(b->arg)) rshape.push_back(b->srcs[0]->shape()[a]);
+        if (!is_arange(b) || (dims && *dims != rshape)) throw UnfusableRow("row kernel reduce " + b->str());
+        dims = rshape;
         continue;
       }
       for (auto& x : b->srcs) stack.push_back(x->base().get());
     }
-    return dims.value_or(0);
+    // only a (log-)softmax row takes in an arange (cross-entropy's one-hot); other gathers
+    // (interpolate's) keep their kernels, whose nested reduces the row kernel's codegen doesn't cover
+    if (dims && !has_max) throw UnfusableRow("row kernel with an arange and no row max");
+    return dims ? dims->size() : 0;
   }
   // st reads a reduce of the row kernel as its result broadcast along the rows (or as it is)
   bool row_view_ok(LB r, const ShapeTracker& st) const {
     if (!is_row_reduce(r)) return false;
-    const ShapeTracker red = ShapeTracker::from_shape(row_ext(row_->reduced()));
-    if (st.shape() == red.shape()) return st.simplify() == red;
-    return st.shape() == row_ext(row_->full) && st.simplify() == red.expand(row_ext(row_->full)).simplify();
+    const ShapeTracker red = ShapeTracker::from_sym_shape(row_ext(row_->reduced()));
+    const std::vector<sint> ss = st.sym_shape(), full = row_ext(row_->full);
+    if (same_dims(ss, red.sym_shape())) return st.simplify().unbind() == red.unbind();
+    return same_dims(ss, full) && st.simplify().unbind() == red.expand_sym(full).simplify().unbind();
   }
   // a fused arange read through st (the kernel's shape): its reduce dims take the place of the ext_ 1s
   UOp row_arange(LB buf, const ShapeTracker& st) {
-    Shape s = st.shape();
-    if (s.size() < ext_ || std::any_of(s.end() - static_cast<int64_t>(ext_), s.end(), [](int64_t d) { return d != 1; }))
+    std::vector<sint> s = st.sym_shape();
+    if (s.size() < ext_ || std::any_of(s.end() - static_cast<int64_t>(ext_), s.end(), [](const sint& d) { return !d.is_const() || d.const_value() != 1; }))
       throw UnfusableRow("row kernel reads the arange " + buf->str() + " through " + st.str());
-    s.resize(s.size() - ext_);
-    auto [in, axis] = view_into_reduce(buf->srcs[0]->fresh_st(), st.reshape(s), std::get<std::vector<int64_t>>(buf->arg));
+    s.erase(s.end() - static_cast<int64_t>(ext_), s.end());
+    auto [in, axis] = view_into_reduce(buf->srcs[0]->fresh_st(), ext_ ? st.reshape_sym(s) : st, std::get<std::vector<int64_t>>(buf->arg));
     return UOp(Ops::REDUCE_AXIS, buf->dtype, {lazyop(buf->srcs[0].get(), in)}, ReduceArg{ReduceOps::SUM, axis});
   }
 
@@ -458,8 +502,9 @@ class GroupLowerer {
     } else if (buf->is_reduce() && row_ && !is_row_reduce(buf) && is_arange(buf)) {
       ret = row_arange(buf, st);
     } else if (buf->is_reduce() && row_) {
-      if (st.symbolic() || !row_view_ok(buf, st)) throw UnfusableRow("row kernel reads " + buf->str() + " through " + st.str());
-      UOp rsrc = lazyop(buf->srcs[0].get(), ShapeTracker::from_shape(row_->full).reshape(row_ext(row_->full)));
+      if (!row_view_ok(buf, st)) throw UnfusableRow("row kernel reads " + buf->str() + " through " + st.str());
+      const std::vector<sint> full = row_ext(row_->full);
+      UOp rsrc = lazyop(buf->srcs[0].get(), ext_ ? buf->srcs[0]->fresh_st().reshape_sym(full) : buf->srcs[0]->fresh_st());
       ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), row_->axis});
     } else if (buf->is_reduce()) {
       ReduceInfo* ri = find_rinfo(key);
@@ -608,9 +653,14 @@ class GraphScheduler {
     for (LB r : gr.reduces) {
       // a fused arange (a sum over a const) is computed in the row kernel's loops (lower_row_kernel)
       if (r->op_is(ReduceOps::SUM) && r->srcs[0]->base()->op_is(MetaOps::CONST) && !r->st.symbolic()) continue;
-      RowSig s{r->srcs[0]->shape(), std::get<std::vector<int64_t>>(r->arg)};
+      RowSig s{r->srcs[0]->sym_shape(), std::get<std::vector<int64_t>>(r->arg)};
       const bool op_ok = r->op_is(ReduceOps::SUM) || r->op_is(ReduceOps::MAX);
-      if (!op_ok || r->st.symbolic() || (sig && !(*sig == s))) { ok = false; return std::nullopt; }
+      // (the symbolic dim a row may have is its own length, the loop bound, over one axis: rows over two
+      // symbolic axes (var over both) rendered an undeclared index in the unrolled tail loop)
+      bool sym_ok = true;
+      for (size_t i = 0; i < s.full.size(); i++)
+        sym_ok = sym_ok && (s.full[i].is_const() || (s.axis.size() == 1 && s.axis[0] == int64_t(i)));
+      if (!op_ok || !sym_ok || r->st.symbolic() || (sig && !(*sig == s))) { ok = false; return std::nullopt; }
       sig = s;
     }
     return sig;
@@ -649,7 +699,7 @@ class GraphScheduler {
         const GroupReads gb = get(b).first;
         bool ok_b = get(b).second.first;
         std::optional<RowSig> sig_b = get(b).second.second;
-        if (!ok_b || std::any_of(groups[b].second.begin(), groups[b].second.end(), [&](LB o) { return o->st.symbolic(); })) continue;
+        if (!ok_b) continue;
         for (LB rd : gb.reads) {
           auto ga = group_of.find(rd);
           if (ga == group_of.end() || ga->second == b || dead[ga->second]) continue;
@@ -658,14 +708,11 @@ class GraphScheduler {
           const bool ok_a = get(a).second.first;
           const std::optional<RowSig> sig_a = get(a).second.second;
           if (!ok_a || !sig_a || (sig_b && !(*sig_a == *sig_b))) continue;
-          int64_t row = 1;
-          for (int64_t x : sig_a->axis) row *= sig_a->full[x];
+          const int64_t row = sig_a->max_row();
           if (row > row_max || row <= 1) continue;
           // every output of either is the full or the reduced shape of the rows
           auto fits = [&](const std::vector<LB>& g) {
-            return std::all_of(g.begin(), g.end(), [&](LB o) {
-              return o->shape() == sig_a->full || prod(o->shape()) == prod(sig_a->reduced());
-            });
+            return std::all_of(g.begin(), g.end(), [&](LB o) { return sig_a->is_full(o->sym_shape()) || sig_a->is_reduced(o->sym_shape()); });
           };
           if (!fits(groups[a].second) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of, gb)) continue;
           for (LB o : groups[a].second) groups[b].second.push_back(o), group_of[o] = b;

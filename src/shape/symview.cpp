@@ -5,6 +5,7 @@
 // value (a mask is dropped only when it can never cut), so one kernel serves every value.
 #include "access.hpp"
 #include <algorithm>
+#include <set>
 #include <numeric>
 #include <unordered_map>
 
@@ -127,7 +128,24 @@ std::string sstr(const std::vector<sint>& v) {
 }
 
 // A View from expressions: the int fields are their values; `sym` only when something is symbolic.
+// only the values of variables the view's fields still name: a reshape or shrink that drops a
+// symbolic dim must give the same view (==, hash: the scheduler's keys) as one that never had it
+void drop_unused_vals(SymView& s) {
+  if (s.vals.empty()) return;
+  std::set<std::string> used;
+  auto add = [&](const sint& x) {
+    if (!x.is_const())
+      for (const UOp& d : Access::uop(x).vars()) used.insert(d->as<std::string>());
+  };
+  for (auto& x : s.shape) add(x);
+  for (auto& x : s.strides) add(x);
+  add(s.offset);
+  if (s.mask) for (auto& [b, e] : *s.mask) add(b), add(e);
+  for (auto it = s.vals.begin(); it != s.vals.end();) it = used.count(it->first) ? std::next(it) : s.vals.erase(it);
+}
+
 View finish(SymView s, bool contiguous) {
+  drop_unused_vals(s);
   View v;
   for (auto& x : s.shape) v.shape.push_back(proxy(x, s.vals));
   for (auto& x : s.strides) v.strides.push_back(proxy(x, s.vals));

@@ -109,7 +109,10 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
       const int64_t used = (o - 1) * s[j] + d[j] * (K[j] - 1) + 1, span = d[j] * (K[j] - 1);
       lr.push_back({span - pl, span + (P - used) - pr});
     }
-    Tensor gp = pad_or_cut(dilate(g, s), lr);
+    // realized on its own: grad_output is usually an unrealized elementwise (the next layer's relu or
+    // batchnorm backward) that would otherwise be recomputed, through the padding's gates, in every
+    // multiply-add; as a buffer the conv is a plain SUM(a*b) whose weight operand the CPU packs
+    Tensor gp = pad_or_cut(dilate(g, s), lr).contiguous();
     Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
     wr.insert(wr.end(), K.begin(), K.end()), wt.insert(wt.end(), K.begin(), K.end());
     std::vector<int> flips;

@@ -1,4 +1,5 @@
 #include "tensor/function.hpp"
+#include "shape/shape_helpers.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,15 @@ using U = UnaryOps;
 using B = BinaryOps;
 LazyBufferPtr cst(const LazyBufferPtr& x, double v) { return x->const_(ConstType(v)); }
 LazyBufferPtr cst(const LazyBufferPtr& x, int64_t v) { return x->const_(ConstType(v)); }
+// x expanded to shape: symbolic dims through expand_sym, so the expression (not the bound value) is kept
+LazyBufferPtr expand_to(const LazyBufferPtr& x, const std::vector<sint>& shape) {
+  if (std::all_of(shape.begin(), shape.end(), [](const sint& d) { return d.is_const(); }) && !x->st.symbolic()) {
+    Shape s;
+    for (const sint& d : shape) s.push_back(d.const_value());
+    return x->expand(s);
+  }
+  return x->expand_sym(shape);
+}
 std::vector<int> argsort(const std::vector<int>& v) {
   std::vector<int> r(v.size());
   for (size_t i = 0; i < v.size(); i++) r[v[i]] = static_cast<int>(i);
@@ -119,10 +129,10 @@ LBs Where::backward(const LazyBufferPtr& g) {
 
 // ---- reduce
 LazyBufferPtr Sum::forward(const LBs& x, const std::vector<int64_t>& axis) {
-  input_shape = x[0]->shape();
+  input_shape = x[0]->sym_shape();
   return x[0]->r(ReduceOps::SUM, axis);
 }
-LBs Sum::backward(const LazyBufferPtr& g) { return {g->expand(input_shape)}; }
+LBs Sum::backward(const LazyBufferPtr& g) { return {expand_to(g, input_shape)}; }
 
 LazyBufferPtr Max::forward(const LBs& x, const std::vector<int64_t>& axis) {
   x_ = x[0], axis_ = axis;
@@ -130,11 +140,11 @@ LazyBufferPtr Max::forward(const LBs& x, const std::vector<int64_t>& axis) {
 }
 // the gradient is split evenly between the positions that hold the max
 LBs Max::backward(const LazyBufferPtr& g) {
-  const Shape& shp = x_->shape();
-  auto not_max = x_->e(B::CMPNE, ret->expand(shp))->cast(dtypes::float32);
+  const std::vector<sint> shp = x_->sym_shape();
+  auto not_max = x_->e(B::CMPNE, expand_to(ret, shp))->cast(dtypes::float32);
   auto max_is_1s = cst(x_, 1.0)->cast(dtypes::float32)->e(B::ADD, not_max->e(U::NEG));
-  auto div = max_is_1s->r(ReduceOps::SUM, axis_)->expand(shp);
-  return {max_is_1s->e(B::MUL, div->e(U::RECIP))->cast(g->dtype)->e(B::MUL, g->expand(shp))};
+  auto div = expand_to(max_is_1s->r(ReduceOps::SUM, axis_), shp);
+  return {max_is_1s->e(B::MUL, div->e(U::RECIP))->cast(g->dtype)->e(B::MUL, expand_to(g, shp))};
 }
 
 // ---- movement
@@ -173,6 +183,37 @@ LazyBufferPtr Flip::forward(const LBs& x, const std::vector<int>& axis) {
   return x[0]->stride(arg);
 }
 LBs Flip::backward(const LazyBufferPtr& g) { return {g->stride(arg)}; }
+
+// ---- movement with symbolic arguments: the same backward rules, in sints
+LazyBufferPtr ReshapeSym::forward(const LBs& x, const std::vector<sint>& shape) {
+  input_shape = x[0]->sym_shape();
+  return x[0]->reshape_sym(shape);
+}
+LBs ReshapeSym::backward(const LazyBufferPtr& g) { return {g->reshape_sym(input_shape)}; }
+
+LazyBufferPtr ExpandSym::forward(const LBs& x, const std::vector<sint>& shape) {
+  const std::vector<sint> in = x[0]->sym_shape();
+  for (size_t i = 0; i < shape.size(); i++)
+    if (!sym_same(in[i], shape[i])) expanded_axis.push_back(static_cast<int64_t>(i));
+  return x[0]->expand_sym(shape);
+}
+LBs ExpandSym::backward(const LazyBufferPtr& g) {
+  return {g->cast(sum_acc_dtype(g->dtype))->r(ReduceOps::SUM, expanded_axis)->cast(g->dtype)};
+}
+
+LazyBufferPtr PadSym::forward(const LBs& x, const SMask& arg) {
+  const std::vector<sint> s = x[0]->sym_shape();
+  for (size_t i = 0; i < s.size(); i++) narg.emplace_back(arg[i].first, s[i] + arg[i].first);
+  return x[0]->pad_sym(arg);
+}
+LBs PadSym::backward(const LazyBufferPtr& g) { return {g->shrink_sym(narg)}; }
+
+LazyBufferPtr ShrinkSym::forward(const LBs& x, const SMask& arg) {
+  const std::vector<sint> s = x[0]->sym_shape();
+  for (size_t i = 0; i < s.size(); i++) narg.emplace_back(arg[i].first, s[i] - arg[i].second);
+  return x[0]->shrink_sym(arg);
+}
+LBs ShrinkSym::backward(const LazyBufferPtr& g) { return {g->pad_sym(narg)}; }
 
 }  // namespace F
 }  // namespace tg

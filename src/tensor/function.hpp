@@ -67,7 +67,7 @@ TG_FN(Add, (const LBs& x), )
 TG_FN(Mul, (const LBs& x), LazyBufferPtr x_; LazyBufferPtr y_;)
 TG_FN(Div, (const LBs& x), LazyBufferPtr x_; LazyBufferPtr y_;)
 TG_FN(Where, (const LBs& x), LazyBufferPtr x_;)
-TG_FN(Sum, (const LBs& x, const std::vector<int64_t>& axis), Shape input_shape;)
+TG_FN(Sum, (const LBs& x, const std::vector<int64_t>& axis), std::vector<sint> input_shape;)
 TG_FN(Max, (const LBs& x, const std::vector<int64_t>& axis), LazyBufferPtr x_; LazyBufferPtr ret; std::vector<int64_t> axis_;)
 TG_FN(Expand, (const LBs& x, const Shape& shape), std::vector<int64_t> expanded_axis;)
 TG_FN(Reshape, (const LBs& x, const Shape& shape), Shape input_shape;)
@@ -75,6 +75,11 @@ TG_FN(Permute, (const LBs& x, const std::vector<int>& order), std::vector<int> i
 TG_FN(Pad, (const LBs& x, const PadArg& arg), PadArg narg;)
 TG_FN(Shrink, (const LBs& x, const PadArg& arg), PadArg narg;)
 TG_FN(Flip, (const LBs& x, const std::vector<int>& axis), std::vector<int64_t> arg;)
+// the movement ops with symbolic (sint) arguments, as tinygrad's Reshape/Expand/Pad/Shrink take sints
+TG_FN(ReshapeSym, (const LBs& x, const std::vector<sint>& shape), std::vector<sint> input_shape;)
+TG_FN(ExpandSym, (const LBs& x, const std::vector<sint>& shape), std::vector<int64_t> expanded_axis;)
+TG_FN(PadSym, (const LBs& x, const SMask& arg), SMask narg;)
+TG_FN(ShrinkSym, (const LBs& x, const SMask& arg), SMask narg;)
 // conv2d (tensor/conv.cpp): backward as two convolutions instead of through the window view
 TG_FN(Conv2d, (const LBs& x, const ConvArgs& args), LazyBufferPtr x_; LazyBufferPtr w_; ConvArgs args_;)
 #undef TG_FN

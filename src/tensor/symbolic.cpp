@@ -1,8 +1,8 @@
 // Tensors with symbolic dims (tinygrad's sint shapes): the movement-op overloads that take
 // Variable expressions, sym_shape(), arange(sint), and the symbolic forms of broadcasting and
 // cat. A symbolic dim's bound value is what shape() reports; kernels keep the expression, so one
-// compiled kernel serves every value. These views carry no gradient (tinygrad's symbolic path is
-// for inference, e.g. a KV cache).
+// compiled kernel serves every value. Gradients flow through them as through the fixed-shape ops
+// (F::ReshapeSym, ExpandSym, PadSym, ShrinkSym).
 #include "access.hpp"
 #include <algorithm>
 
@@ -33,7 +33,6 @@ void check_bound(const std::vector<sint>& v, const char* op) {
       }
     }
 }
-Tensor wrap(const Tensor& like, LazyBufferPtr lb) { return Access::from_lazydata(std::move(lb), like.requires_grad_opt()); }
 }  // namespace
 
 std::vector<sint> Tensor::sym_shape() const { return Access::lazydata(*this)->sym_shape(); }
@@ -55,7 +54,7 @@ Tensor Tensor::reshape_sym(const std::vector<sint>& shape) const {
   if (n != numel())
     throw Error("reshape: can't reshape " + sstr(sym_shape()) + " (" + std::to_string(numel()) + " elements) to " + sstr(shape) + " (" +
                 std::to_string(n) + " elements at the bound values)");
-  return wrap(*this, Access::lazydata(*this)->reshape_sym(shape));
+  return apply<F::ReshapeSym>({*this}, shape);
 }
 
 Tensor Tensor::expand_sym(const std::vector<sint>& shape_in) const {
@@ -72,7 +71,7 @@ Tensor Tensor::expand_sym(const std::vector<sint>& shape_in) const {
       throw Error("expand: can't expand shape " + sstr(cur) + " to " + sstr(shape_in) + " (dim " + std::to_string(i) + ")");
   }
   Tensor x = padded.size() == cur.size() ? *this : reshape_sym(padded);
-  return wrap(*this, Access::lazydata(x)->expand_sym(target));
+  return apply<F::ExpandSym>({x}, target);
 }
 
 Tensor Tensor::shrink_sym(const std::vector<std::pair<sint, sint>>& arg) const {
@@ -85,7 +84,7 @@ Tensor Tensor::shrink_sym(const std::vector<std::pair<sint, sint>>& arg) const {
   bool noop = true;
   for (size_t i = 0; i < arg.size(); i++) noop &= is_c(arg[i].first, 0) && same_dim(arg[i].second, cur[i]);
   if (noop) return *this;
-  return wrap(*this, Access::lazydata(*this)->shrink_sym(arg));
+  return apply<F::ShrinkSym>({*this}, SMask(arg.begin(), arg.end()));
 }
 
 Tensor Tensor::pad_sym(const std::vector<std::pair<sint, sint>>& arg, double value) const {
@@ -94,9 +93,9 @@ Tensor Tensor::pad_sym(const std::vector<std::pair<sint, sint>>& arg, double val
   check_bound(flat, "pad");
   if (static_cast<int64_t>(arg.size()) != ndim())
     throw Error("pad: needs one (before, after) pair per dim of shape " + sstr(sym_shape()) + ", got " + std::to_string(arg.size()));
-  Tensor ret = wrap(*this, Access::lazydata(*this)->pad_sym(arg));
+  Tensor ret = apply<F::PadSym>({*this}, SMask(arg.begin(), arg.end()));
   if (value == 0) return ret;
-  return ret + wrap(*this, Access::lazydata(ones_like())->pad_sym(arg)).where(0, value);
+  return ret + Access::from_lazydata(Access::lazydata(ones_like())->pad_sym(SMask(arg.begin(), arg.end())), false).where(0, value);
 }
 
 Tensor Tensor::arange_sym(const sint& stop, Opts opts) {

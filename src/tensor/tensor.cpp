@@ -10,6 +10,7 @@
 #include "engine/schedule.hpp"
 #include "runtime/buffer.hpp"
 #include "tensor/function.hpp"
+#include "shape/shape_helpers.hpp"
 #include "tg/device.hpp"
 #include "lazy/metadata.hpp"
 
@@ -380,6 +381,14 @@ void Tensor::set_grad(std::optional<Tensor> g) {
 }
 
 namespace {
+// equal dims, symbolic ones by expression
+bool same_sym_shape(const Tensor& a, const Tensor& b) {
+  const std::vector<sint> x = a.sym_shape(), y = b.sym_shape();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); i++)
+    if (!sym_same(x[i], y[i])) return false;
+  return true;
+}
 // tinygrad's _deepwalk: post-order over tensors that were made by a Function (iterative, no recursion limit).
 // The order holds strong references: backward drops each ctx, which may hold the only handle to a parent.
 std::vector<std::shared_ptr<TensorData>> deepwalk(const std::shared_ptr<TensorData>& root) {
@@ -413,8 +422,8 @@ Tensor& Tensor::backward() {
 }
 
 Tensor& Tensor::backward(const Tensor& gradient) {
-  if (gradient.shape() != shape())
-    throw Error("backward: gradient shape " + to_str(gradient.shape()) + " != tensor shape " + to_str(shape()));
+  if (!same_sym_shape(gradient, *this))
+    throw Error("backward: gradient shape " + detail::sym_str(gradient.sym_shape()) + " != tensor shape " + detail::sym_str(sym_shape()));
   std::vector<std::shared_ptr<TensorData>> topo = deepwalk(d_);
   if (topo.empty())
     throw Error("backward: tensor of shape " + to_str(shape()) +
@@ -434,7 +443,8 @@ Tensor& Tensor::backward(const Tensor& gradient) {
       Tensor& t = ctx->parents[i];
       if (!grads[i] || !t.requires_grad()) continue;
       Tensor g = make_tensor(grads[i], false);
-      TG_ASSERT(g.shape() == t.shape(), std::string(ctx->name()) + ": grad shape " + to_str(g.shape()) + " != " + to_str(t.shape()));
+      TG_ASSERT(same_sym_shape(g, t), std::string(ctx->name()) + ": grad shape " + detail::sym_str(g.sym_shape()) + " != " +
+                                          detail::sym_str(t.sym_shape()));
       t.d_->grad = t.d_->grad ? (*t.d_->grad + g) : g;
     }
   }
