@@ -352,6 +352,28 @@ void swap_for_l2(Kernel& k, const std::vector<size_t>& vector_inputs) {
   k.apply_opt({OptOps::SWAP, 0, *v});
 }
 
+// A transposed copy (the output contiguous along one axis, an input along another) is tiled: both axes are
+// upcast by 8, so each thread reads 8 input rows of 8 consecutive elements and writes 8 output rows likewise,
+// instead of one output row from elements a page apart (a 3072x768 transpose: every load a TLB miss).
+bool cpu_transpose_tile(Kernel& k) {
+  if (k.reduceop() || k.upcasted || k.first_reduce() < 2) return false;
+  std::optional<int64_t> out_axis, in_axis;
+  for (int64_t a = 0; a < k.first_reduce(); a++)
+    if (stride_of(k, 0, a) == 1 && k.full_shape()[a] % 8 == 0) out_axis = a;
+  if (!out_axis) return false;
+  for (size_t i = 1; i < k.bufs.size() && !in_axis; i++)
+    for (int64_t a = 0; a < k.first_reduce(); a++)
+      if (a != *out_axis && stride_of(k, i, a) == 1 && k.full_shape()[a] % 8 == 0 && !k.axis_is_masked(i, a) &&
+          stride_of(k, i, *out_axis).value_or(0) >= 64)
+        in_axis = a;
+  if (!in_axis) return false;
+  if (debug() >= 4) std::cout << "cpu transpose tile : axes " << *in_axis << " and " << *out_axis << " by 8\n";
+  const int64_t hi = std::max(*in_axis, *out_axis), lo = std::min(*in_axis, *out_axis);
+  k.apply_opt({OptOps::UPCAST, hi, 8});   // the higher axis first: upcasting it doesn't move the lower one
+  k.apply_opt({OptOps::UPCAST, lo, 8});
+  return true;
+}
+
 void cpu_optimizations(Kernel& k) {
   upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
@@ -425,6 +447,7 @@ void cpu_optimizations(Kernel& k) {
     if (vlanes > 1 && up * vlanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
   }
+  if (k.upcasted == 0 && cpu_transpose_tile(k)) return;
   if (k.upcasted == 0 && k.first_reduce() == k.first_upcast() && k.first_reduce() > 0 && k.full_unupcasted_shape().back() % 4 == 0)
     k.apply_opt({OptOps::UPCAST, static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1, 4});
 }
