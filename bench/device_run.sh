@@ -21,6 +21,7 @@ PHASES=" $* "
 GPU_TESTS="test_cuda test_cuda_reduce test_cuda_train test_tensor_cores test_jit_graph test_jit test_symbolic_jit
   test_symbolic_ops test_symbolic_opts test_symbolic_kernel test_fuse_rows test_conv_bw test_fold test_renderer"
 TESTS=${TESTS:-$GPU_TESTS}
+[ -z "${GPT2_VOCAB_DIR:-}" ] && [ -f .dev/vocab/encoder.json ] && export GPT2_VOCAB_DIR=$PWD/.dev/vocab   # carried: the device has no npm
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"

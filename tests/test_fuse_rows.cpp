@@ -232,6 +232,24 @@ TEST(FuseRows, CrossEntropyAndGradients) {
 
 // The C a row kernel renders to: one loop over rows with the reduces' loops and the store's loop
 // inside it, one after another (not nested), and vector lanes along the row.
+// A row reduce the user made contiguous and that only the row kernel reads is still stored: the merge
+// dropped it from the outputs and lowering failed an internal assertion (the mnist step on CUDA, where
+// REDUCEOP_SPLIT_PARTS is 2048, hit it in the conv weight gradient)
+TEST(FuseRows, ContiguousReduceIsStillStored) {
+  Tensor x = rnd({64, 100}, 21);
+  expect_same_unfused(x, [](const Tensor& xi) {
+    Tensor m = xi.max(-1, true).contiguous();
+    return std::vector<Tensor>{(xi - m).exp().sum(-1)};
+  }, 1e-5, "exp-sum after a contiguous max");
+  Tensor m = x.max(-1, true).contiguous();
+  Tensor y = (x - m).exp().sum(-1);
+  size_t stores = 0;
+  for (const ScheduleItem& si : y.schedule())
+    if (si.kind == MetaOps::KERNEL)
+      for (const UOp& u : Access::uop(si.ast).toposort()) stores += u->op == Ops::STORE;
+  EXPECT_EQ(stores, 2u) << "the contiguous max and the sum";
+}
+
 TEST(FuseRows, CpuLoopStructure) {
   Tensor x = Tensor::empty({256, 1024}, Opts{dtypes::float32, "CPU", false});
   std::vector<ScheduleItem> s = x.softmax(-1).schedule();

@@ -215,6 +215,30 @@ TEST(Lowerer, GroupedDimsFitTheMaximum) {
   EXPECT_THROW(get_grouped_dims("gidx", {1000, 1000}, {10, 10}), Error);
 }
 
+// GPU launch dims over a symbolic axis (a KV cache's key length) that must merge to fit the grid: the merged
+// SPECIAL launches the product of the expressions and indexes each dim back (SymbolicJit.CausalAttention
+// on CUDA threw "don't fit the device's maximum" before)
+TEST(Lowerer, GroupedDimsMergeASymbolicDim) {
+  UOp i(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{1}), UOp::const_(dtypes::int32, int64_t{12})}, std::string("i"));
+  auto idxs = get_grouped_dims("gidx", {12, 4, 3}, {48, 3}, false, {i, UOp(), UOp()});
+  ASSERT_EQ(idxs.size(), 3u);
+  UOp launch;
+  for (const UOp& u : idxs[0].toposort())
+    if (u->op == Ops::SPECIAL) launch = u->src[0];
+  ASSERT_TRUE(launch);
+  for (int64_t iv : {1, 5, 12}) {
+    EXPECT_EQ(std::get<int64_t>(eval_uop(launch, {{"i", iv}})), iv * 4);
+    std::vector<std::pair<int64_t, int64_t>> seen;
+    for (int64_t g = 0; g < iv * 4; g++) {
+      std::unordered_map<std::string, int64_t> env{{"i", iv}, {"gidx0", g}, {"gidx1", 0}};
+      seen.emplace_back(std::get<int64_t>(eval_uop(idxs[0], env)), std::get<int64_t>(eval_uop(idxs[1], env)));
+    }
+    std::sort(seen.begin(), seen.end());
+    for (int64_t a = 0, n = 0; a < iv; a++)
+      for (int64_t b = 0; b < 4; b++, n++) EXPECT_EQ(seen[size_t(n)], std::make_pair(a, b)) << "i=" << iv;
+  }
+}
+
 TEST(Kernel, LinearizeGivesAFlatList) {
   Kernel k(sum_rows_ast(16, 4), clang());
   k.hand_coded_optimizations();

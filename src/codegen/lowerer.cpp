@@ -441,25 +441,29 @@ std::vector<UOp> get_grouped_dims(const std::string& prefix, const std::vector<i
   sym.resize(dims.size());
   if (reverse) std::reverse(dims.begin(), dims.end()), std::reverse(sym.begin(), sym.end());
   const std::vector<int64_t> limited = max_sizes.empty() ? dims : limit_dims(dims, max_sizes);
-  const bool any_sym = std::any_of(sym.begin(), sym.end(), [](const UOp& u) { return static_cast<bool>(u); });
-  if (any_sym && limited != dims)
-    throw Error("launch dims " + to_str(dims) + " with a symbolic dim don't fit the device's maximum " + to_str(max_sizes) +
-                "; lower the Variable's max");
-  std::vector<UOp> raw;
-  for (size_t i = 0; i < limited.size(); i++)
-    raw.push_back(UOp(Ops::SPECIAL, dtypes::int32, {sym[i] ? sym[i] : iconst(limited[i])}, prefix + std::to_string(i)));
-  std::vector<UOp> ret = raw;
-  if (limited != dims) {
-    ret.clear();
-    const auto contraction = get_contraction(dims, limited);
-    TG_ASSERT(contraction.size() == raw.size(), "launch dims " + to_str(limited) + " are not a merge of " + to_str(dims));
-    for (size_t i = 0; i < raw.size(); i++) {
-      if (contraction[i].size() == 1) { ret.push_back(raw[i]); continue; }
-      UOp idx = raw[i];
-      for (int64_t c : contraction[i]) {
-        ret.push_back(idx % iconst(dims[c]));
-        idx = idx / iconst(dims[c]);
-      }
+  // a symbolic dim launches its expression (its number here is the Variable's max); merged dims launch
+  // their product and index back with % and / of each dim's size, numbers and expressions alike
+  auto size = [&](size_t i) { return sym[i] ? sym[i] : iconst(dims[i]); };
+  if (limited == dims) {
+    std::vector<UOp> ret;
+    for (size_t i = 0; i < dims.size(); i++) ret.push_back(UOp(Ops::SPECIAL, dtypes::int32, {size(i)}, prefix + std::to_string(i)));
+    if (reverse) std::reverse(ret.begin(), ret.end());
+    return ret;
+  }
+  const auto contraction = get_contraction(dims, limited);
+  TG_ASSERT(contraction.size() == limited.size(), "launch dims " + to_str(limited) + " are not a merge of " + to_str(dims));
+  std::vector<UOp> ret;
+  for (size_t i = 0; i < limited.size(); i++) {
+    UOp total = iconst(limited[i]);
+    if (std::any_of(contraction[i].begin(), contraction[i].end(), [&](int64_t c) { return static_cast<bool>(sym[c]); })) {
+      total = size(contraction[i][0]);
+      for (size_t j = 1; j < contraction[i].size(); j++) total = total * size(contraction[i][j]);
+    }
+    UOp idx(Ops::SPECIAL, dtypes::int32, {total}, prefix + std::to_string(i));
+    if (contraction[i].size() == 1) { ret.push_back(idx); continue; }
+    for (int64_t c : contraction[i]) {
+      ret.push_back(idx % size(c));
+      idx = idx / size(c);
     }
   }
   if (reverse) std::reverse(ret.begin(), ret.end());

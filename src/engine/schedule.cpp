@@ -517,7 +517,7 @@ class GroupLowerer {
       }
       ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), ri->axis});
     } else if (buf->op_is(MetaOps::CONTIGUOUS) || buf->op_is(MetaOps::ASSIGN)) {
-      TG_ASSERT(is_output(buf), to_string(std::get<MetaOps>(buf->op)) + " must be an output of its kernel");
+      TG_ASSERT(is_output(buf), to_string(std::get<MetaOps>(buf->op)) + " must be an output of its kernel: " + buf->str());
       ret = lazyop(buf->srcs[0].get(), st);
     } else {
       std::vector<UOp> in;
@@ -729,7 +729,8 @@ class GraphScheduler {
     std::vector<std::pair<LB, std::vector<LB>>> kept;
     for (size_t i = 0; i < groups.size(); i++) if (!dead[i]) kept.push_back(std::move(groups[i]));
     groups = std::move(kept);
-    // a merged-in result no other kernel reads is computed in the row kernel only, not stored
+    // a merged-in result no other kernel reads is computed in the row kernel only, not stored (a CONTIGUOUS
+    // is stored: the user asked for the buffer)
     std::unordered_map<LB, size_t> readers;
     for (auto& [k, g] : groups)
       for (LB r : group_reads(g).reads) readers[r]++;
@@ -737,7 +738,8 @@ class GraphScheduler {
       if (!sigs.count(k)) continue;
       std::vector<LB> keep;
       for (LB o : g) {
-        const bool needed = o == g[0] || o->forced_realize || user_outs_.count(o) || readers.count(o) || !children_.count(o);
+        const bool needed = o == g[0] || o->forced_realize || o->op_is(MetaOps::CONTIGUOUS) || user_outs_.count(o) || readers.count(o) ||
+                            !children_.count(o);
         if (needed) keep.push_back(o);
         else realizes_.erase(o), row_inlined_.push_back(o);
       }

@@ -77,7 +77,31 @@ class ClangCompiler : public Compiler {
     return {found};
   }
   static std::vector<std::string> flags() {
-    return {"-shared", "-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w", "-x", "c"};
+    static const std::vector<std::string> f = [] {
+      std::vector<std::string> r{"-shared", "-O2", "-march=native", "-fPIC", "-fno-math-errno", "-w", "-x", "c"};
+      if (!assembles_native_fp16()) r.insert(r.begin() + 3, "-mno-avx512fp16");
+      return r;
+    }();
+    return f;
+  }
+  // A compiler newer than its assembler emits AVX512-FP16 code for -march=native (a CPU with it) that the
+  // assembler rejects ("unsupported masking for `vmovsh'", binutils < 2.39 beside a newer gcc): ask the
+  // toolchain once whether it has the extension and can assemble its masked moves; if not, leave it out.
+  static bool assembles_native_fp16() {
+    auto ok = [](std::vector<std::string> argv, const std::string& suffix, const std::string& src) {
+      TempFile in(suffix, src), out(".o"), log(".log");
+      argv.insert(argv.end(), {in.path, "-o", out.path});
+      int err = 0;
+      return run_process(argv, log.path, err) == 0;
+    };
+    std::vector<std::string> c = cc();
+    c.insert(c.end(), {"-march=native", "-c", "-x", "c"});
+    if (!ok(c, ".c", "#ifdef __AVX512FP16__\n#error has fp16\n#endif\nint x;\n")) {
+      std::vector<std::string> as = cc();
+      as.insert(as.end(), {"-c", "-x", "assembler"});
+      return ok(as, ".s", "vmovsh %xmm1, %xmm2, %xmm0{%k1}\nvmovsh (%rax), %xmm0{%k1}{z}\nvmovsh %xmm0, (%rax){%k1}\n");
+    }
+    return true;   // no AVX512-FP16 under -march=native: nothing to leave out
   }
   // -march=native binaries only run on this kind of CPU, so a shared cache must tell CPUs apart
   static const std::string& cpu_model() {
