@@ -479,7 +479,7 @@ TEST(TCGemm, PTXHasWgmmaOnSm90) {
   if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
   static const CUDARenderer sm90r("sm_90");
   for (const GemmCase& c : template_cases()) {
-    Context ctx({{"TC_OPT", c.tc_opt}});
+    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_TMA", 0}});   // the cp.async wgmma kernel (PTXHasTmaOnSm90: the default)
     const RenderedProgram p = template_program(c.ast, sm90r);
     ASSERT_TRUE(is_template(p)) << c.what;
     const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
@@ -499,6 +499,40 @@ TEST(TCGemm, PTXHasWgmmaOnSm90) {
   // TC_WGMMA=0 keeps mma.sync on sm_90; sm_80 never gets wgmma
   Context off({{"TC_WGMMA", 0}});
   EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("wgmma"), std::string::npos);
+}
+
+// sm_90's default: TMA bulk tensor copies into an mbarrier ring, a producer warpgroup (setmaxnreg) and consumer
+// warpgroups of wgmma, the launch (dynamic shared memory, tensor maps) described in tg_launch; no cp.async
+TEST(TCGemm, PTXHasTmaOnSm90) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  static const CUDARenderer sm90r("sm_90");
+  for (const GemmCase& c : template_cases()) {
+    if (!c.kmajor) continue;   // both operands M/N-major: mma.sync (PTXHasWgmmaOnSm90)
+    Context ctx({{"TC_OPT", c.tc_opt}});
+    const RenderedProgram p = template_program(c.ast, sm90r);
+    ASSERT_TRUE(is_template(p)) << c.what;
+    const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+    EXPECT_GE(count(ptx, "cp.async.bulk.tensor."), 2u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier::complete_tx::bytes"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier.arrive.expect_tx"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier.try_wait.parity"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier.init"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 4u) << c.what;
+    EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
+    EXPECT_NE(ptx.find(" tg_launch["), std::string::npos) << c.what;   // the launch description the runtime reads
+    EXPECT_EQ(count(ptx, "cp.async.cg"), 0u) << c.what;
+    EXPECT_EQ(count(ptx, "mma.sync"), 0u) << c.what;
+    // a persistent grid of at most one block per SM, dynamic shared memory beyond the 48 KiB static limit
+    EXPECT_LE(p.global_size[0], 132) << c.what;
+    EXPECT_EQ(p.global_size[2], 1) << c.what;
+    EXPECT_NE(p.src.find("extern __shared__"), std::string::npos) << c.what;
+  }
+  Context off({{"TC_TMA", 0}});
+  EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("cp.async.bulk"), std::string::npos);
+  Context bad(std::map<std::string, std::string>{{"TC_TMA", "1"}, {"TC_TMA_CFG", "2,256,5"}});   // 240 KiB of shared memory
+  EXPECT_THROW(template_program(template_cases()[0].ast, sm90r), Error);
 }
 
 // The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
@@ -721,7 +755,7 @@ TEST(TCGemm, WarpEmulated) {
   int idx = 0;
   for (const EmuCase& c : cases) {
     SCOPED_TRACE(c.what);
-    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}});
+    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}, {"TC_TMA", 0}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
