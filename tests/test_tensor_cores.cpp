@@ -899,6 +899,30 @@ TEST(TensorCoresGPU, TemplateConfigs) {
   }
 }
 
+// sm_90's TMA kernel: every tile shape and ring depth a sweep may pick, on M/N/K edges TMA zero-fills (K=264 is
+// 4 k tiles + 8), A or B K-major (B N-major goes through ldmatrix.trans), batched (a 3-d tensor map), a bias+relu
+// epilogue, several tiles per block of the persistent grid (grid 3) and a batch broadcast operand
+TEST(TensorCoresGPU, TmaConfigs) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
+  Tensor::manual_seed(16);
+  check_gemm(1, 2048, 512, 2048, dtypes::half, std::nullopt, false, false, false, 5e-3);   // the default config
+  check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);
+  for (const char* cfg : {"2,256,4", "2,128,5", "2,128,4,3", "1,128,6", "1,256,4", "2,192,4", "2,64,8,5"}) {
+    SCOPED_TRACE(std::string("TC_TMA_CFG=") + cfg);
+    Context ctx(std::map<std::string, std::string>{{"TC_TMA_CFG", cfg}, {"TC_OPT", "2"}});
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+    check_gemm(2, 136, 72, 200, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+    check_gemm(1, 256, 512, 256, dtypes::half, dtypes::half, false, false, false, 2e-2);
+  }
+  Context ctx({{"TC_OPT", 2}});
+  Tensor a = (Tensor::randn({3, 200, 96}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+  Tensor w = (Tensor::randn({96, 136}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+  std::vector<float> ref = to_floats(a.cast(dtypes::float32).matmul(w.cast(dtypes::float32)));
+  EXPECT_LT(rel_err(to_floats(a.to("CUDA").matmul(w.to("CUDA"))), ref), 5e-3);
+}
+
 TEST(TensorCoresGPU, Conv2dHalf) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(14);
