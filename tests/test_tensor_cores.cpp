@@ -519,7 +519,9 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
     EXPECT_GE(count(ptx, "mbarrier.try_wait.parity"), 2u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier.init"), 2u) << c.what;
     EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 4u) << c.what;
-    EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
+    // 2 consumer warpgroups (384 threads): the producer gives registers to the consumers
+    if (p.local_size[0] == 384) EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
+    else EXPECT_EQ(p.local_size[0], 256) << c.what;
     EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
     EXPECT_NE(ptx.find(" tg_launch["), std::string::npos) << c.what;   // the launch description the runtime reads
     EXPECT_EQ(count(ptx, "cp.async.cg"), 0u) << c.what;

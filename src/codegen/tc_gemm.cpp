@@ -715,9 +715,10 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
     if (c.grid == 0) c.grid = static_cast<int>(std::min<int64_t>(nt, sms));
     return c;
   }
-  // large grids: 128x256 tiles (2 consumers), 4 stages of 48 KiB; fewer tiles than SMs: 128x128, 5 stages
+  // H100 sweep (bench/tc_notes.md, fp16 TFLOP/s at 4096/2048/1024): 128x256 tiles with 2 consumers and 4 stages of
+  // 48 KiB 710/526/107; 64x128 with 1 consumer and 6 stages 407/338/165. Big tiles down to ~100 of them, then small.
   TmaCfg c{2, 256, 4, 0};
-  if (((rdim + 127) / 128) * ((sdim + 255) / 256) * p.batch < sms) c = {2, 128, 5, 0};
+  if (((rdim + 127) / 128) * ((sdim + 255) / 256) * p.batch < 96) c = {1, 128, 6, 0};
   const int64_t nt = ((rdim + c.br() - 1) / c.br()) * ((sdim + c.bs - 1) / c.bs) * p.batch;
   c.grid = static_cast<int>(std::min<int64_t>(nt, sms));
   return c;
