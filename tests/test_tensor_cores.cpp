@@ -423,7 +423,11 @@ TEST(TCGemm, TakenAndFallsBack) {
   UOp half_ast = last_ast(mat({256, 256}, dtypes::half).matmul(mat({256, 256}, dtypes::half)));
   { Context off({{"TC_GEMM", 0}}); EXPECT_FALSE(is_template(template_program(half_ast))); }
   EXPECT_FALSE(is_template(template_program(half_ast, CUDARenderer("sm_75"))));
-  EXPECT_FALSE(is_template(template_program(last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
+  // fp32 (no tensor core) takes the SIMT template instead, unless SIMT_GEMM=0 or the shape is not a GEMM's (M=1)
+  UOp f32_ast = last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32)));
+  EXPECT_NE(template_program(f32_ast).src.find("SIMT fp32"), std::string::npos);
+  { Context off({{"SIMT_GEMM", 0}}); EXPECT_FALSE(is_template(template_program(f32_ast))); }
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({1, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
   Context ctx({{"TC_OPT", 2}});
   EXPECT_FALSE(is_template(template_program(last_ast(mat({64, 4097}, dtypes::half).matmul(mat({4097, 64}, dtypes::half))))));
   const RenderedProgram odd = template_program(last_ast(mat({4097, 64}, dtypes::half).matmul(mat({64, 33}, dtypes::half))));
@@ -537,6 +541,24 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
   EXPECT_THROW(template_program(template_cases()[0].ast, sm90r), Error);
 }
 
+// fp32 without tensor cores: the SIMT template's main loop is 16-byte global loads, 16-byte shared-memory reads and
+// 8x8 FMAs per k per thread (no scalar global loads; the old heuristic kernel had no shared memory)
+TEST(TCGemm, PTXSimtFp32) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  const RenderedProgram p = template_program(last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32))));
+  ASSERT_NE(p.src.find("SIMT fp32"), std::string::npos) << p.src;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const std::string ptx = nvrtc().to_ptx(p.src, arch);
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
+    EXPECT_GE(count(ptx, "ld.global.v4.f32") + count(ptx, "ld.global.nc.v4.f32"), 2u) << arch;
+    EXPECT_GE(count(ptx, "ld.shared.v4.f32"), 32u) << arch;
+    EXPECT_GE(count(ptx, "fma.rn.f32"), 512u) << arch;
+    EXPECT_EQ(count(ptx, "ld.global.f32") + count(ptx, "ld.global.nc.f32"), 0u) << arch;
+  }
+  EXPECT_EQ(p.local_size[0], 256);
+  EXPECT_EQ(p.global_size[0], 32 * 32);
+}
+
 // The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
 // ldmatrix and mma.sync warp-wide exchanges that follow the PTX ISA's fragment layouts. half is _Float16 and the
 // inputs are small integers, so the output must equal an interpretation of the AST exactly.
@@ -557,6 +579,9 @@ const char* kGemmEmuShim = R"(
 using std::min; using std::max;
 typedef _Float16 half;
 static half __hmax(half a, half b) { return a > b ? a : b; }
+struct alignas(16) float4 { float x, y, z, w; };
+static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+static float fmaf(float a, float b, float c) { return a * b + c; }
 struct emu_dim3 { int x, y, z; };
 static thread_local emu_dim3 threadIdx, blockIdx;
 struct emu_warp { std::barrier<>* bar; const void* ptr[32]; unsigned a[32][4], b[32][2]; float c[32][4]; };
@@ -752,6 +777,12 @@ TEST(TCGemm, WarpEmulated) {
       {"wgmma B^T, odd 72x200x40", last_ast(mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose())), 2, 0, true},
       {"wgmma batched + bias + relu",
        last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half)) + mat({136}, dtypes::half)).relu()), 2, 0, true},
+      // no tensor core: fp32 takes the SIMT template (K-major and M/N-major operands, edges, batch, epilogue)
+      {"SIMT fp32 136x200x72", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0},
+      {"SIMT fp32 A^T B^T + bias + relu",
+       last_ast((mat({72, 136}, dtypes::float32).transpose().matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
+       0, 0},
+      {"SIMT fp32 batched", last_ast(mat({2, 64, 44}, dtypes::float32).matmul(mat({2, 44, 72}, dtypes::float32))), 0, 0},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
@@ -761,6 +792,7 @@ TEST(TCGemm, WarpEmulated) {
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
+    ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     std::string src = p.src;
     for (const char* inc : {"#include <cuda_fp16.h>", "#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"})
       if (size_t at = src.find(inc); at != std::string::npos) src.erase(at, std::string(inc).size());

@@ -38,7 +38,8 @@ struct Plan {
   Shape full;
   int64_t batch = 1;
   UOp store, reduce;
-  TensorCore tc;
+  TensorCore tc;                    // SIMT: only dtype_in/out (float32) are set
+  bool simt = false;                // no tensor core: the fp32 register-blocked template (render_simt)
 };
 
 struct Cfg {
@@ -53,6 +54,7 @@ void need(bool c) {
 }
 
 Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const std::vector<int>& batch_axes, const Shape& full) {
+  const int64_t vec = 16 / load->dtype.itemsize();   // elements of one 16-byte copy
   Operand o;
   o.buf = load->src[0];
   o.off = v.offset;
@@ -61,8 +63,8 @@ Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const 
   for (int ax : batch_axes) o.s_batch.push_back(v.strides[ax]);
   const int64_t rows = full[row_axis], K = full[k_axis];
   o.k_major = o.s_k == 1;
-  need(o.k_major ? (K % 8 == 0 && o.s_row % 8 == 0) : (o.s_row == 1 && rows % 8 == 0 && o.s_k % 8 == 0));
-  need(o.off % 8 == 0 && o.off >= 0);
+  need(o.k_major ? (K % vec == 0 && o.s_row % vec == 0) : (o.s_row == 1 && rows % vec == 0 && o.s_k % vec == 0));
+  need(o.off % vec == 0 && o.off >= 0);
   // every index the copies form stays in int32 (the batch base is 64-bit)
   int64_t hi = o.off;
   for (size_t i = 0; i < full.size(); i++) {
@@ -70,17 +72,24 @@ Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const 
     hi += (full[i] - 1) * v.strides[i];
   }
   need(hi < (int64_t{1} << 31));
-  for (int64_t s : o.s_batch) need(s % 8 == 0);
+  for (int64_t s : o.s_batch) need(s % vec == 0);
   return o;
 }
 
 Plan plan(const Kernel& k) {
-  need(k.tensor_core && k.use_tensor_cores == 1 && getenv("TC_GEMM", 1) != 0);
-  need(k.opts->device == "CUDA" && k.vars.empty() && k.reduceops.size() == 1);
+  need(getenv("TC_GEMM", 1) != 0 && k.opts->device == "CUDA" && k.vars.empty() && k.reduceops.size() == 1);
+  Plan p;
+  if (k.tensor_core) {
+    need(k.use_tensor_cores == 1);
+    p.tc = *k.tensor_core;
+  } else {
+    // no tensor core: an fp32 GEMM takes the SIMT template (SIMT_GEMM=0 keeps the heuristic's kernel)
+    need(getenv("SIMT_GEMM", 1) != 0 && k.reduceops[0]->dtype == dtypes::float32);
+    p.simt = true;
+    p.tc.dtype_in = p.tc.dtype_out = dtypes::float32;
+  }
   const UOp& ast = k.ast;
   need(ast->op == Ops::SINK && ast->src.size() == 1);
-  Plan p;
-  p.tc = *k.tensor_core;
   p.store = ast->src[0];
   need(p.store->op == Ops::STORE && p.store->src[0]->op == Ops::DEFINE_GLOBAL);
   p.reduce = k.reduceops[0];
@@ -114,6 +123,8 @@ Plan plan(const Kernel& k) {
   p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
   for (int ax : p.batch_axes) p.batch *= p.full[ax];
   need(p.batch <= 65535);
+  // SIMT only for GEMM shapes: a matrix-vector product (decode steps) keeps the heuristic's reduce kernel
+  need(!p.simt || (p.M >= 64 && p.N >= 64 && p.K >= 32));
   // the epilogue's and the store's indices are int32 too
   for (const UOp& u : p.store.toposort())
     if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
@@ -724,6 +735,59 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
   return c;
 }
 
+// ------------------------------------------------------------------ fp32 without tensor cores: SIMT
+
+// The classic register-blocked SGEMM: a 128x128 block tile of 256 threads, each 8x8 outputs (two 4-row and two
+// 4-column strips 64 apart, so the float4 shared-memory reads of a warp are conflict-free), k tiles of 8 in two
+// shared-memory buffers [k][row] (K-major operands are transposed on the way in). The next k tile's 16 bytes per
+// thread and operand are loaded into registers before the FMAs of this one and stored after them: one barrier per
+// k tile. Edges: zero-filled loads (rows, and K in steps of 4), guarded stores.
+std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0) {
+  std::string s;
+  if (o.k_major) {   // 2 threads per row, 4 k each
+    s += "      { const int lr = tid >> 1, lk = (tid & 1) << 2, gr = " + row0 + " + lr, gk = kt * 8 + lk;\n";
+    s += "        " + reg + " = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gr * " + S(o.s_row) +
+         " + gk) : make_float4(0.f, 0.f, 0.f, 0.f); }\n";
+  } else {           // 32 threads per k row, 4 rows each
+    s += "      { const int lk = tid >> 5, lr = (tid & 31) << 2, gr = " + row0 + " + lr, gk = kt * 8 + lk;\n";
+    s += "        " + reg + " = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gk * " + S(o.s_k) +
+         " + gr) : make_float4(0.f, 0.f, 0.f, 0.f); }\n";
+  }
+  return s;
+}
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm) {
+  if (o.k_major)
+    return "      { const int lr = tid >> 1, lk = (tid & 1) << 2;\n        " + sm + "[buf][lk][lr] = " + reg + ".x; " + sm + "[buf][lk + 1][lr] = " +
+           reg + ".y; " + sm + "[buf][lk + 2][lr] = " + reg + ".z; " + sm + "[buf][lk + 3][lr] = " + reg + ".w; }\n";
+  return "      { const int lk = tid >> 5, lr = (tid & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "; }\n";
+}
+
+std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
+  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + 7) / 8;
+  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
+  std::string s = o.src;
+  s += "  // SIMT fp32: block tile 128x128x8, 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) +
+       " batch=" + S(p.batch) + "\n";
+  s += "  __shared__ __align__(16) float tg_as[2][8][128];\n  __shared__ __align__(16) float tg_bs[2][8][128];\n";
+  s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
+  s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
+  s += "  float4 ra, rb;\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0") + simt_load(p.b, "rb", "gb", p.N, p.K, "n0") + "  };\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as") + simt_store(p.b, "rb", "tg_bs") + "  };\n";
+  s += "  load(0);\n  store(0);\n  __syncthreads();\n";
+  s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
+  s += "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n";
+  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
+  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
+  s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
+  s += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n    }\n";
+  s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
+  s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
+  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
+}
+
 }  // namespace
 
 bool tc_gemm_applies(const Kernel& k) {
@@ -745,7 +809,12 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     prg.function_name = to_function_name(name);
     prg.device = k.opts->device;
     auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
-    std::optional<WgCfg> wc = choose_wgmma(p, cuda ? cuda->sm : 0);
+    if (p.simt) {
+      prg.src = render_simt(p, *r, prg.function_name);
+      prg.global_size = {((p.M + 127) / 128) * ((p.N + 127) / 128), 1, p.batch};
+      prg.local_size = {256, 1, 1};
+    }
+    std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
     const bool s_is_b = p.b.k_major;   // wgmma: S (the descriptor operand) must be K-major, B when it is, else A
     std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b) : std::nullopt;
     std::optional<TmaMap> mr, ms;
@@ -763,7 +832,7 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
       prg.global_size = {((rdim + wc->br() - 1) / wc->br()) * ((sdim + wc->bs - 1) / wc->bs), 1, p.batch};
       prg.local_size = {wc->threads(), 1, 1};
-    } else {
+    } else if (!p.simt) {
       const Cfg c = choose(p);
       prg.src = render(p, c, *r, prg.function_name);
       prg.global_size = {((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn), 1, p.batch};
