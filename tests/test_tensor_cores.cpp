@@ -762,7 +762,7 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; };
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -783,12 +783,14 @@ TEST(TCGemm, WarpEmulated) {
        last_ast((mat({72, 136}, dtypes::float32).transpose().matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
        0, 0},
       {"SIMT fp32 batched", last_ast(mat({2, 64, 44}, dtypes::float32).matmul(mat({2, 44, 72}, dtypes::float32))), 0, 0},
+      {"SIMT fp32 k tile 16, A^T, K=44", last_ast(mat({44, 72}, dtypes::float32).transpose().matmul(mat({44, 136}, dtypes::float32))), 0, 0,
+       false, 16},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
   for (const EmuCase& c : cases) {
     SCOPED_TRACE(c.what);
-    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}, {"TC_TMA", 0}});
+    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}, {"TC_TMA", 0}, {"SIMT_BK", c.simt_bk}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
@@ -955,6 +957,20 @@ TEST(TensorCoresGPU, TmaConfigs) {
   Tensor w = (Tensor::randn({96, 136}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
   std::vector<float> ref = to_floats(a.cast(dtypes::float32).matmul(w.cast(dtypes::float32)));
   EXPECT_LT(rel_err(to_floats(a.to("CUDA").matmul(w.to("CUDA"))), ref), 5e-3);
+}
+
+// fp32 GEMMs take the SIMT template: edges, K-major and M/N-major operands, batch, a fused epilogue, both k tiles
+TEST(TensorCoresGPU, SimtFp32) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(17);
+  for (const char* bk : {"8", "16"}) {
+    SCOPED_TRACE(std::string("SIMT_BK=") + bk);
+    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", bk}});
+    check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
+    check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
+    check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);
+    check_gemm(1, 1024, 1024, 1024, dtypes::float32, std::nullopt, false, true, false, 1e-5);
+  }
 }
 
 TEST(TensorCoresGPU, Conv2dHalf) {

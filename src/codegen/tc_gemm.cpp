@@ -742,41 +742,48 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
 // shared-memory buffers [k][row] (K-major operands are transposed on the way in). The next k tile's 16 bytes per
 // thread and operand are loaded into registers before the FMAs of this one and stored after them: one barrier per
 // k tile. Edges: zero-filled loads (rows, and K in steps of 4), guarded stores.
-std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0) {
-  std::string s;
-  if (o.k_major) {   // 2 threads per row, 4 k each
-    s += "      { const int lr = tid >> 1, lk = (tid & 1) << 2, gr = " + row0 + " + lr, gk = kt * 8 + lk;\n";
-    s += "        " + reg + " = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gr * " + S(o.s_row) +
-         " + gk) : make_float4(0.f, 0.f, 0.f, 0.f); }\n";
+// One operand's k tile (bk x 128) as float4 per thread: `it` of bk/8 (each thread's share of the 256 threads).
+std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0, int bk) {
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
+  if (o.k_major) {   // bk/4 threads per row, 4 k each
+    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
+    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gr * " + S(o.s_row) +
+         " + gk) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
   } else {           // 32 threads per k row, 4 rows each
-    s += "      { const int lk = tid >> 5, lr = (tid & 31) << 2, gr = " + row0 + " + lr, gk = kt * 8 + lk;\n";
-    s += "        " + reg + " = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gk * " + S(o.s_k) +
-         " + gr) : make_float4(0.f, 0.f, 0.f, 0.f); }\n";
+    s += "        const int lk = e >> 5, lr = (e & 31) << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
+    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gk * " + S(o.s_k) +
+         " + gr) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
   }
-  return s;
+  return s + "      }\n";
 }
-std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm) {
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk) {
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
   if (o.k_major)
-    return "      { const int lr = tid >> 1, lk = (tid & 1) << 2;\n        " + sm + "[buf][lk][lr] = " + reg + ".x; " + sm + "[buf][lk + 1][lr] = " +
-           reg + ".y; " + sm + "[buf][lk + 2][lr] = " + reg + ".z; " + sm + "[buf][lk + 3][lr] = " + reg + ".w; }\n";
-  return "      { const int lk = tid >> 5, lr = (tid & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "; }\n";
+    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
+         "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
+  else
+    s += "        const int lk = e >> 5, lr = (e & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "[it];\n";
+  return s + "      }\n";
 }
 
+// SIMT_BK=8|16: the k tile (8 by default)
 std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
-  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + 7) / 8;
+  const int bk = static_cast<int>(getenv("SIMT_BK", 8));
+  if (bk != 8 && bk != 16) throw Error("SIMT_BK=" + std::to_string(bk) + ": the fp32 GEMM template's k tile is 8 or 16");
+  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + bk - 1) / bk;
   Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
   std::string s = o.src;
-  s += "  // SIMT fp32: block tile 128x128x8, 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) +
-       " batch=" + S(p.batch) + "\n";
-  s += "  __shared__ __align__(16) float tg_as[2][8][128];\n  __shared__ __align__(16) float tg_bs[2][8][128];\n";
+  s += "  // SIMT fp32: block tile 128x128x" + S(bk) + ", 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
+       " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][128];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][128];\n";
   s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
   s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
-  s += "  float4 ra, rb;\n  constexpr int KT = " + S(kt_n) + ";\n";
-  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0") + simt_load(p.b, "rb", "gb", p.N, p.K, "n0") + "  };\n";
-  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as") + simt_store(p.b, "rb", "tg_bs") + "  };\n";
+  s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk) + simt_store(p.b, "rb", "tg_bs", bk) + "  };\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
   s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-  s += "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n";
+  s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n";
   s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
   s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
   s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
