@@ -127,8 +127,11 @@ for l in sys.stdin:
   try: j = json.loads(l); print(j["bench"][10:], j.get("tflops", j.get("error")), end="  ")
   except Exception: pass')"
   }
-  for cfg in ${TMA_CFGS:-2,256,4 2,128,5 2,128,6 1,128,6 1,256,4 2,192,4}; do sweep TC_TMA_CFG=$cfg; done
+  for cfg in ${TMA_CFGS:-2,256,4 2,256,4,0,1 2,128,5 1,128,6 1,128,6,0,1 2,192,5}; do sweep TC_TMA_CFG=$cfg; done
   for cfg in ${WG_CFGS:-2,128,3,2,0 1,128,4,2,1}; do sweep TC_WGMMA_CFG=$cfg; done
+  for v in SIMT_BK=8 SIMT_BK=16 SIMT_GEMM=0; do   # fp32 4096^3: the SIMT template's k tiles, then the heuristic's kernel
+    echo "$v: $(env $v CASES=gemm_fp32_4096 REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | grep -o '"tflops":[0-9.]*')"
+  done
   for cfg in ${MMA_CFGS:-128,128,2,2,3,2}; do sweep TC_GEMM_CFG=$cfg; done
   DEBUG=4 REPS=1 CASES=gemm_fp16_4096 timeout 30 "./$BUILD/bench/bench_gemm" > "$OUT/gemm4096_debug4.log" 2>&1
   grep -a '\*\*\*' "$OUT/gemm4096_debug4.log" | grep matmul | tail -1 | cut -c1-200

@@ -944,7 +944,7 @@ TEST(TensorCoresGPU, TmaConfigs) {
   Tensor::manual_seed(16);
   check_gemm(1, 2048, 512, 2048, dtypes::half, std::nullopt, false, false, false, 5e-3);   // the default config
   check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);
-  for (const char* cfg : {"2,256,4", "2,128,5", "2,128,4,3", "1,128,6", "1,256,4", "2,192,4", "2,64,8,5"}) {
+  for (const char* cfg : {"2,256,4", "2,128,5", "2,128,4,3", "1,128,6", "1,256,4", "2,192,4", "2,64,8,5", "2,256,4,0,1", "1,128,6,2,1"}) {
     SCOPED_TRACE(std::string("TC_TMA_CFG=") + cfg);
     Context ctx(std::map<std::string, std::string>{{"TC_TMA_CFG", cfg}, {"TC_OPT", "2"}});
     check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);

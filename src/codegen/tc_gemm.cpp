@@ -535,6 +535,7 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
 // consumers run the epilogue. M/N/K edges: TMA zero-fills what is out of bounds; stores are guarded.
 struct TmaCfg {
   int consumers, bs, stages, grid;   // consumer warpgroups (64 R rows each), S rows per block, ring slots, blocks
+  int inflight = 0;                  // 1: a k tile's wgmma group runs on while the next is issued
   int threads() const { return 128 * (consumers + 1); }
   int br() const { return 64 * consumers; }
   int64_t shared_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }
@@ -696,7 +697,14 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   }
   s += "        }\n        tg_wgmma_fence();\n";
   s += "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
-  s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
+  if (c.inflight) {
+    // keep this k tile's wgmmas running while the next one's operands are read; release the slot before it
+    s += "        tg_wgmma_commit();\n        tg_wgmma_wait<1>();\n        if (kt > 0 && lane == 0) tg_mbar_arrive(&tg_empty[(it + " +
+         S(c.stages - 1) + ") % " + S(c.stages) + "]);\n      }\n";
+    s += "      tg_wgmma_wait<0>();\n      if (lane == 0) tg_mbar_arrive(&tg_empty[(it + " + S(c.stages - 1) + ") % " + S(c.stages) + "]);\n";
+  } else {
+    s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
+  }
   // accumulators as in render_wgmma
   s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
   s += "        const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
@@ -707,20 +715,21 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   return s;
 }
 
-// TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid]" (sweeps); else by the number of tiles.
+// TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid[,inflight]]" (sweeps); else by the number of tiles.
 std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
   // TC_WGMMA_CFG asks for the cp.async wgmma kernel (render_wgmma)
   if (getenv("TC_TMA", 1) == 0 || !getenv_str("TC_WGMMA_CFG").empty()) return std::nullopt;
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
   const int sms = static_cast<int>(getenv("TC_SMS", 132));   // H100 SXM; any grid is correct (the loop strides)
   if (const std::string e = getenv_str("TC_TMA_CFG"); !e.empty()) {
-    int v[4] = {0, 0, 0, 0};
-    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3]);
-    TmaCfg c{v[0], v[1], v[2], v[3]};
-    const bool ok = (n == 3 || n == 4) && c.consumers >= 1 && c.consumers <= 2 && c.bs >= 64 && c.bs <= 256 && c.bs % 64 == 0 &&
+    int v[5] = {0, 0, 0, 0, 0};
+    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
+    TmaCfg c{v[0], v[1], v[2], v[3], v[4]};
+    const bool ok = (n >= 3 && n <= 5) && (c.inflight == 0 || c.inflight == 1) && c.consumers >= 1 && c.consumers <= 2 && c.bs >= 64 && c.bs <= 256 && c.bs % 64 == 0 &&
                     c.stages >= 2 && c.grid >= 0 && c.shared_bytes() <= 227 * 1024;
     if (!ok)
-      throw Error("TC_TMA_CFG=" + e + ": want consumers (1-2),bs (64..256, a multiple of 64),stages (>= 2)[,grid (0: one block per SM)] " +
+      throw Error("TC_TMA_CFG=" + e + ": want consumers (1-2),bs (64..256, a multiple of 64),stages (>= 2)[,grid (0: one block per SM)" +
+                  "[,inflight (0|1)]] " +
                   "with stages*(64*consumers+bs)*128 bytes within 227 KiB of shared memory");
     const int64_t nt = ((rdim + c.br() - 1) / c.br()) * ((sdim + c.bs - 1) / c.bs) * p.batch;
     if (c.grid == 0) c.grid = static_cast<int>(std::min<int64_t>(nt, sms));
