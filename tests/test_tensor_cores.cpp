@@ -566,6 +566,8 @@ namespace {
 const char* kGemmEmuShim = R"(
 #include <algorithm>
 #include <barrier>
+#include <map>
+#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -641,6 +643,59 @@ static void tg_wgmma_commit() {}
 template <int N> static void tg_wgmma_wait() {}
 static void tg_fence_async_smem() {}
 static unsigned long long tg_desc(const void* p) { return reinterpret_cast<unsigned long long>(p); }
+static unsigned long long tg_desc128(const void* p) { return reinterpret_cast<unsigned long long>(p) | (1ull << 63); }
+// TMA and mbarriers: a barrier is a side-table entry keyed by its shared-memory address; a bulk tensor copy runs at
+// once in the issuing thread (box elements innermost first, out-of-bounds zero, the 128-byte swizzle on the
+// destination address bits) and then completes its bytes on the barrier
+#define __device__
+#define __grid_constant__
+struct tg_tmap { const char* base; int rank; long long dims[5], strides[5]; int box[5]; };
+static thread_local emu_dim3 gridDim;
+static thread_local unsigned char* emu_dsmem;
+struct emu_bar { int expected = 0, pending = 0, phase = 0; long long tx = 0; };
+static std::mutex emu_bar_mu;
+static std::map<const void*, emu_bar> emu_bars;
+static unsigned tg_smem_u32(const void* p) { return static_cast<unsigned>(reinterpret_cast<uintptr_t>(p)); }
+static void emu_bar_done(emu_bar& b) { if (b.pending == 0 && b.tx == 0) b.phase ^= 1, b.pending = b.expected; }
+static void tg_mbar_init(unsigned long long* b, unsigned n) { std::lock_guard<std::mutex> l(emu_bar_mu); emu_bars[b] = emu_bar{int(n), int(n), 0, 0}; }
+static void tg_mbar_init_fence() {}
+static void tg_mbar_arrive(unsigned long long* b) { std::lock_guard<std::mutex> l(emu_bar_mu); emu_bar& e = emu_bars.at(b); e.pending--; emu_bar_done(e); }
+static void tg_mbar_expect_tx(unsigned long long* b, unsigned bytes) {
+  std::lock_guard<std::mutex> l(emu_bar_mu); emu_bar& e = emu_bars.at(b); e.tx += bytes; e.pending--; emu_bar_done(e);
+}
+static void tg_mbar_wait(unsigned long long* b, unsigned parity) {
+  for (;;) {
+    { std::lock_guard<std::mutex> l(emu_bar_mu); if (unsigned(emu_bars.at(b).phase) != parity) return; }
+    std::this_thread::yield();
+  }
+}
+template <int N> static void tg_setmaxnreg_inc() {}
+template <int N> static void tg_setmaxnreg_dec() {}
+static void emu_tma(void* dst, const tg_tmap* m, const int* c, unsigned long long* bar) {
+  long long n = 1;
+  for (int i = 0; i < m->rank; i++) n *= m->box[i];
+  for (long long e = 0; e < n; e++) {
+    long long rest = e, src = 0;
+    bool in = true;
+    for (int i = 0; i < m->rank; i++) {
+      const long long x = c[i] + rest % m->box[i];
+      rest /= m->box[i];
+      in = in && x >= 0 && x < m->dims[i];
+      src += x * m->strides[i];
+    }
+    uintptr_t d = reinterpret_cast<uintptr_t>(dst) + 2 * e;
+    d ^= ((d >> 7) & 7) << 4;
+    const uint16_t v = in ? emu_h(m->base + src, 0) : 0;
+    std::memcpy(reinterpret_cast<void*>(d), &v, 2);
+  }
+  std::lock_guard<std::mutex> l(emu_bar_mu);
+  emu_bar& b = emu_bars.at(bar);
+  b.tx -= 2 * n;
+  emu_bar_done(b);
+}
+static void tg_tma2(void* d, const tg_tmap* m, int c0, int c1, unsigned long long* b) { int c[] = {c0, c1}; emu_tma(d, m, c, b); }
+static void tg_tma3(void* d, const tg_tmap* m, int c0, int c1, int c2, unsigned long long* b) { int c[] = {c0, c1, c2}; emu_tma(d, m, c, b); }
+static void tg_tma4(void* d, const tg_tmap* m, int c0, int c1, int c2, int c3, unsigned long long* b) { int c[] = {c0, c1, c2, c3}; emu_tma(d, m, c, b); }
 template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsigned long long desc) {
   emu_wgroup& w = *emu_g;
   for (int i = 0; i < 4; i++) w.a[emu_gtid][i] = a[i];
@@ -657,8 +712,14 @@ template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsign
     const int rr = (i & 3) >> 1, col = (i >> 2) * 8 + 2 * t + (i & 1);
     float s = d[i];
     for (int k = 0; k < 16; k++) {
-      unsigned long long ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 2 * k;
-      ad ^= ((ad >> 7) & 3) << 4;
+      unsigned long long ad;
+      if (w.desc >> 63) {   // tg_desc128: 8-row groups 1024 bytes apart, 128-byte rows, chunk ^= row % 8
+        ad = (w.desc & ~(1ull << 63)) + (col / 8) * 1024 + (col % 8) * 128 + 2 * k;
+        ad ^= ((ad >> 7) & 7) << 4;
+      } else {
+        ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 2 * k;
+        ad ^= ((ad >> 7) & 3) << 4;
+      }
       s += A[rr][k] * emu_f(emu_h(reinterpret_cast<const void*>(ad), 0));
     }
     d[i] = s;
@@ -672,6 +733,7 @@ extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
   const int nthreads = l[0];
   for (int gz = 0; gz < g[2]; gz++) for (int gx = 0; gx < g[0]; gx++) {
     std::barrier<> block(nthreads);
+    std::vector<unsigned char> emu_block_dsmem(EMU_DSMEM_BYTES);
     std::vector<std::barrier<>> bars;
     std::vector<emu_warp> warps(nthreads / 32);
     for (int i = 0; i < nthreads / 32; i++) warps[i].bar = new std::barrier<>(32);
@@ -682,6 +744,8 @@ extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
       ts.emplace_back([&, tid] {
         threadIdx = {tid, 0, 0};
         blockIdx = {gx, 0, gz};
+        gridDim = {g[0], g[1], g[2]};
+        emu_dsmem = emu_block_dsmem.data();
         emu_w = &warps[tid / 32]; emu_lane = tid % 32; emu_block = &block;
         emu_g = &groups[tid / 128]; emu_gtid = tid % 128;
         EMU_KERNEL(EMU_ARGS);
@@ -762,7 +826,7 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; };
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -777,6 +841,15 @@ TEST(TCGemm, WarpEmulated) {
       {"wgmma B^T, odd 72x200x40", last_ast(mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose())), 2, 0, true},
       {"wgmma batched + bias + relu",
        last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half)) + mat({136}, dtypes::half)).relu()), 2, 0, true},
+      // sm_90's default TMA kernel (small tiles, 2-3 ring slots and a grid smaller than the tiles, so the ring and the
+      // persistent loop wrap): B N-major through ldmatrix.trans panels; both K-major + bias + relu; batched (3-d maps)
+      {"TMA 136x72x200, B N-major, grid 2", last_ast(mat({136, 72}, dtypes::half).matmul(mat({72, 200}, dtypes::half))), 2, 0, true, 8,
+       "2,128,3,2"},
+      {"TMA B^T + bias + relu, 72x40x200, grid 1",
+       last_ast((mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose()) + mat({200}, dtypes::half)).relu()), 2, 0, true,
+       8, "1,64,2,1"},
+      {"TMA batched, wgmma in flight", last_ast(mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half))), 2, 0, true, 8,
+       "2,64,2,1,1"},
       // no tensor core: fp32 takes the SIMT template (K-major and M/N-major operands, edges, batch, epilogue)
       {"SIMT fp32 136x200x72", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0},
       {"SIMT fp32 A^T B^T + bias + relu",
@@ -790,17 +863,37 @@ TEST(TCGemm, WarpEmulated) {
   int idx = 0;
   for (const EmuCase& c : cases) {
     SCOPED_TRACE(c.what);
-    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}, {"TC_TMA", 0}, {"SIMT_BK", c.simt_bk}});
+    Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
+                                                   {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
+    ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
     std::string src = p.src;
     for (const char* inc : {"#include <cuda_fp16.h>", "#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"})
       if (size_t at = src.find(inc); at != std::string::npos) src.erase(at, std::string(inc).size());
     std::string args;
     for (int i = 0; i < p.n_bufs; i++) args += std::string(i ? ", " : "") + "emu_ptr{bufs[" + std::to_string(i) + "]}";
-    src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args + "\n" + kGemmEmuLaunch;
+    std::string dsmem = "0";
+    if (size_t at = src.find("extern __shared__ unsigned char tg_dsmem[];"); at != std::string::npos) {
+      // TMA kernel: dynamic shared memory from tg_launch[1], the two tensor maps from its fields (runtime/cuda.cpp)
+      src.replace(at, std::string("extern __shared__ unsigned char tg_dsmem[];").size(), "unsigned char* tg_dsmem = emu_dsmem;");
+      args += ", emu_map(0, bufs), emu_map(1, bufs)";
+      dsmem = "tg_launch[1]";
+      src += R"(
+static tg_tmap emu_map(int i, void** bufs) {
+  const long long* f = tg_launch + 3 + 19 * i;
+  tg_tmap m{static_cast<const char*>(bufs[f[0]]) + f[4], int(f[2]), {}, {2}, {}};
+  for (int d = 0; d < 5; d++) m.dims[d] = f[5 + d], m.box[d] = int(f[14 + d]);
+  for (int d = 1; d < 5; d++) m.strides[d] = f[9 + d];
+  return m;
+}
+)";
+    }
+    src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args +
+          "\n#define EMU_DSMEM_BYTES " + dsmem + "\n" + kGemmEmuLaunch;
     const Emulator emu(src, "tg_gemm_emu_" + std::to_string(idx++));
     ASSERT_TRUE(emu.launch) << src;
     const EmuLaunch launch = emu.launch;
