@@ -616,7 +616,7 @@ std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int
 
 std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b,
                        const TmaMap& mr, const TmaMap& ms) {
-  const Operand &R = s_is_b ? p.a : p.b, &Sop = s_is_b ? p.b : p.a;
+  const Operand& R = s_is_b ? p.a : p.b;   // through registers; S (K-major) by descriptor
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
   const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs, kt_n = (p.K + kTmaBK - 1) / kTmaBK;
   const std::string tin = r.render_dtype(p.tc.dtype_in);
@@ -711,7 +711,6 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   s += std::string("        const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
   s += "        if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n          const float acc = d[i];\n          " + o.store + "\n        }\n      }\n";
   s += "    }\n  }\n}\n";
-  (void)Sop;
   return s;
 }
 
