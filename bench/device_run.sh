@@ -7,12 +7,13 @@
 #   conformance  the libtorch conformance suite against the Python package's libtorch, DEVICE=CUDA
 #   reduce       bench_gpu_reduce against bench/torch_gpu_reduce.py, one ratio line per case, and the DEBUG=2 lines
 #   gemm         bench_gemm against bench/bench_gemm_torch.py (bench/gemm_vs_torch.sh)
-#   tcsweep      test_tensor_cores with a fresh cache, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs (WG_CFGS, MMA_CFGS), the 4096^3 kernel's source and SASS mix
+#   tcsweep      test_tensor_cores with a fresh cache, TC_TMA=0, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs
+#                (TMA_CFGS, WG_CFGS, MMA_CFGS), the 4096^3 kernel's source and SASS mix
 #   gpt2         test_gpt2 on CUDA, bench_gpt2 fp16 and fp32 against bench/torch_gpt2_decode.py, a DEBUG=2 step
 #   jit          bench_jit replays (and the decode step)
 #   train        bench_train on the machine's CPU: THREADS=2 against all cores (issue 13's scaling)
 #   sanitize     a -DTG_SANITIZE=ON build of every test, ctest on the CPU
-# Variables: J (jobs, 16), ITERS (bench repetitions, 20), TOKENS (gpt2 decode steps, 200), BUILD (build-dev).
+# Variables: SWEEP_TESTS (tcsweep's test runs, 1), J (jobs, 16), ITERS (bench repetitions, 20), TOKENS (gpt2 decode steps, 200), BUILD (build-dev).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; J=${J:-16}; BUILD=${BUILD:-build-dev}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
@@ -115,8 +116,10 @@ fi
 
 if has tcsweep; then
   echo "== tensor-core tests: a fresh cache, mma.sync instead of wgmma, the register (WMMA) path"
-  run_test test_tensor_cores CACHELEVEL=0
-  for v in TC_WGMMA=0 TC_GEMM=0; do cp "$OUT/test_tensor_cores.log" "$OUT/tc_prev.log"; run_test test_tensor_cores $v; done
+  if [ "${SWEEP_TESTS:-1}" != 0 ]; then   # SWEEP_TESTS=0: only the sweep and the kernel's SASS
+    run_test test_tensor_cores CACHELEVEL=0
+    for v in TC_TMA=0 TC_WGMMA=0 TC_GEMM=0; do cp "$OUT/test_tensor_cores.log" "$OUT/tc_prev.log"; run_test test_tensor_cores $v; done
+  fi
   echo "== GEMM template sweep (TFLOP/s at 4096 2048 1024 fp16)"
   sweep() {
     echo "$1: $(env "$1" CASES=gemm_fp16_4096,gemm_fp16_2048,gemm_fp16_1024 REPS=10 timeout 40 "./$BUILD/bench/bench_gemm" 2>&1 |
@@ -125,7 +128,11 @@ for l in sys.stdin:
   try: j = json.loads(l); print(j["bench"][10:], j.get("tflops", j.get("error")), end="  ")
   except Exception: pass')"
   }
+  for cfg in ${TMA_CFGS:-2,256,4 2,256,4,0,1 2,128,5 1,128,6 1,128,6,0,1 2,192,5}; do sweep TC_TMA_CFG=$cfg; done
   for cfg in ${WG_CFGS:-2,128,3,2,0 1,128,4,2,1}; do sweep TC_WGMMA_CFG=$cfg; done
+  for v in SIMT_BK=8 SIMT_BK=16 SIMT_GEMM=0; do   # fp32 4096^3: the SIMT template's k tiles, then the heuristic's kernel
+    echo "$v: $(env $v CASES=gemm_fp32_4096 REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | grep -o '"tflops":[0-9.]*')"
+  done
   for cfg in ${MMA_CFGS:-128,128,2,2,3,2}; do sweep TC_GEMM_CFG=$cfg; done
   DEBUG=4 REPS=1 CASES=gemm_fp16_4096 timeout 30 "./$BUILD/bench/bench_gemm" > "$OUT/gemm4096_debug4.log" 2>&1
   grep -a '\*\*\*' "$OUT/gemm4096_debug4.log" | grep matmul | tail -1 | cut -c1-200

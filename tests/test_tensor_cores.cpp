@@ -423,7 +423,11 @@ TEST(TCGemm, TakenAndFallsBack) {
   UOp half_ast = last_ast(mat({256, 256}, dtypes::half).matmul(mat({256, 256}, dtypes::half)));
   { Context off({{"TC_GEMM", 0}}); EXPECT_FALSE(is_template(template_program(half_ast))); }
   EXPECT_FALSE(is_template(template_program(half_ast, CUDARenderer("sm_75"))));
-  EXPECT_FALSE(is_template(template_program(last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
+  // fp32 (no tensor core) takes the SIMT template instead, unless SIMT_GEMM=0 or the shape is not a GEMM's (M=1)
+  UOp f32_ast = last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32)));
+  EXPECT_NE(template_program(f32_ast).src.find("SIMT fp32"), std::string::npos);
+  { Context off({{"SIMT_GEMM", 0}}); EXPECT_FALSE(is_template(template_program(f32_ast))); }
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({1, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
   Context ctx({{"TC_OPT", 2}});
   EXPECT_FALSE(is_template(template_program(last_ast(mat({64, 4097}, dtypes::half).matmul(mat({4097, 64}, dtypes::half))))));
   const RenderedProgram odd = template_program(last_ast(mat({4097, 64}, dtypes::half).matmul(mat({64, 33}, dtypes::half))));
@@ -479,7 +483,7 @@ TEST(TCGemm, PTXHasWgmmaOnSm90) {
   if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
   static const CUDARenderer sm90r("sm_90");
   for (const GemmCase& c : template_cases()) {
-    Context ctx({{"TC_OPT", c.tc_opt}});
+    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_TMA", 0}});   // the cp.async wgmma kernel (PTXHasTmaOnSm90: the default)
     const RenderedProgram p = template_program(c.ast, sm90r);
     ASSERT_TRUE(is_template(p)) << c.what;
     const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
@@ -501,6 +505,60 @@ TEST(TCGemm, PTXHasWgmmaOnSm90) {
   EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("wgmma"), std::string::npos);
 }
 
+// sm_90's default: TMA bulk tensor copies into an mbarrier ring, a producer warpgroup (setmaxnreg) and consumer
+// warpgroups of wgmma, the launch (dynamic shared memory, tensor maps) described in tg_launch; no cp.async
+TEST(TCGemm, PTXHasTmaOnSm90) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  static const CUDARenderer sm90r("sm_90");
+  for (const GemmCase& c : template_cases()) {
+    if (!c.kmajor) continue;   // both operands M/N-major: mma.sync (PTXHasWgmmaOnSm90)
+    Context ctx({{"TC_OPT", c.tc_opt}});
+    const RenderedProgram p = template_program(c.ast, sm90r);
+    ASSERT_TRUE(is_template(p)) << c.what;
+    const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+    EXPECT_GE(count(ptx, "cp.async.bulk.tensor."), 2u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier::complete_tx::bytes"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier.arrive.expect_tx"), 1u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier.try_wait.parity"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "mbarrier.init"), 2u) << c.what;
+    EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 4u) << c.what;
+    // 2 consumer warpgroups (384 threads): the producer gives registers to the consumers
+    if (p.local_size[0] == 384) EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
+    else EXPECT_EQ(p.local_size[0], 256) << c.what;
+    EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
+    EXPECT_NE(ptx.find(" tg_launch["), std::string::npos) << c.what;   // the launch description the runtime reads
+    EXPECT_EQ(count(ptx, "cp.async.cg"), 0u) << c.what;
+    EXPECT_EQ(count(ptx, "mma.sync"), 0u) << c.what;
+    // a persistent grid of at most one block per SM, dynamic shared memory beyond the 48 KiB static limit
+    EXPECT_LE(p.global_size[0], 132) << c.what;
+    EXPECT_EQ(p.global_size[2], 1) << c.what;
+    EXPECT_NE(p.src.find("extern __shared__"), std::string::npos) << c.what;
+  }
+  Context off({{"TC_TMA", 0}});
+  EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("cp.async.bulk"), std::string::npos);
+  Context bad(std::map<std::string, std::string>{{"TC_TMA", "1"}, {"TC_TMA_CFG", "2,256,5"}});   // 240 KiB of shared memory
+  EXPECT_THROW(template_program(template_cases()[0].ast, sm90r), Error);
+}
+
+// fp32 without tensor cores: the SIMT template's main loop is 16-byte global loads, 16-byte shared-memory reads and
+// 8x8 FMAs per k per thread (no scalar global loads; the old heuristic kernel had no shared memory)
+TEST(TCGemm, PTXSimtFp32) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  const RenderedProgram p = template_program(last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32))));
+  ASSERT_NE(p.src.find("SIMT fp32"), std::string::npos) << p.src;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const std::string ptx = nvrtc().to_ptx(p.src, arch);
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
+    EXPECT_GE(count(ptx, "ld.global.v4.f32") + count(ptx, "ld.global.nc.v4.f32"), 2u) << arch;
+    EXPECT_GE(count(ptx, "ld.shared.v4.f32"), 32u) << arch;
+    EXPECT_GE(count(ptx, "fma.rn.f32"), 512u) << arch;
+    EXPECT_EQ(count(ptx, "ld.global.f32") + count(ptx, "ld.global.nc.f32"), 0u) << arch;
+  }
+  EXPECT_EQ(p.local_size[0], 256);
+  EXPECT_EQ(p.global_size[0], 32 * 32);
+}
+
 // The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
 // ldmatrix and mma.sync warp-wide exchanges that follow the PTX ISA's fragment layouts. half is _Float16 and the
 // inputs are small integers, so the output must equal an interpretation of the AST exactly.
@@ -508,6 +566,8 @@ namespace {
 const char* kGemmEmuShim = R"(
 #include <algorithm>
 #include <barrier>
+#include <map>
+#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -521,6 +581,9 @@ const char* kGemmEmuShim = R"(
 using std::min; using std::max;
 typedef _Float16 half;
 static half __hmax(half a, half b) { return a > b ? a : b; }
+struct alignas(16) float4 { float x, y, z, w; };
+static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+static float fmaf(float a, float b, float c) { return a * b + c; }
 struct emu_dim3 { int x, y, z; };
 static thread_local emu_dim3 threadIdx, blockIdx;
 struct emu_warp { std::barrier<>* bar; const void* ptr[32]; unsigned a[32][4], b[32][2]; float c[32][4]; };
@@ -580,6 +643,59 @@ static void tg_wgmma_commit() {}
 template <int N> static void tg_wgmma_wait() {}
 static void tg_fence_async_smem() {}
 static unsigned long long tg_desc(const void* p) { return reinterpret_cast<unsigned long long>(p); }
+static unsigned long long tg_desc128(const void* p) { return reinterpret_cast<unsigned long long>(p) | (1ull << 63); }
+// TMA and mbarriers: a barrier is a side-table entry keyed by its shared-memory address; a bulk tensor copy runs at
+// once in the issuing thread (box elements innermost first, out-of-bounds zero, the 128-byte swizzle on the
+// destination address bits) and then completes its bytes on the barrier
+#define __device__
+#define __grid_constant__
+struct tg_tmap { const char* base; int rank; long long dims[5], strides[5]; int box[5]; };
+static thread_local emu_dim3 gridDim;
+static thread_local unsigned char* emu_dsmem;
+struct emu_bar { int expected = 0, pending = 0, phase = 0; long long tx = 0; };
+static std::mutex emu_bar_mu;
+static std::map<const void*, emu_bar> emu_bars;
+static unsigned tg_smem_u32(const void* p) { return static_cast<unsigned>(reinterpret_cast<uintptr_t>(p)); }
+static void emu_bar_done(emu_bar& b) { if (b.pending == 0 && b.tx == 0) b.phase ^= 1, b.pending = b.expected; }
+static void tg_mbar_init(unsigned long long* b, unsigned n) { std::lock_guard<std::mutex> l(emu_bar_mu); emu_bars[b] = emu_bar{int(n), int(n), 0, 0}; }
+static void tg_mbar_init_fence() {}
+static void tg_mbar_arrive(unsigned long long* b) { std::lock_guard<std::mutex> l(emu_bar_mu); emu_bar& e = emu_bars.at(b); e.pending--; emu_bar_done(e); }
+static void tg_mbar_expect_tx(unsigned long long* b, unsigned bytes) {
+  std::lock_guard<std::mutex> l(emu_bar_mu); emu_bar& e = emu_bars.at(b); e.tx += bytes; e.pending--; emu_bar_done(e);
+}
+static void tg_mbar_wait(unsigned long long* b, unsigned parity) {
+  for (;;) {
+    { std::lock_guard<std::mutex> l(emu_bar_mu); if (unsigned(emu_bars.at(b).phase) != parity) return; }
+    std::this_thread::yield();
+  }
+}
+template <int N> static void tg_setmaxnreg_inc() {}
+template <int N> static void tg_setmaxnreg_dec() {}
+static void emu_tma(void* dst, const tg_tmap* m, const int* c, unsigned long long* bar) {
+  long long n = 1;
+  for (int i = 0; i < m->rank; i++) n *= m->box[i];
+  for (long long e = 0; e < n; e++) {
+    long long rest = e, src = 0;
+    bool in = true;
+    for (int i = 0; i < m->rank; i++) {
+      const long long x = c[i] + rest % m->box[i];
+      rest /= m->box[i];
+      in = in && x >= 0 && x < m->dims[i];
+      src += x * m->strides[i];
+    }
+    uintptr_t d = reinterpret_cast<uintptr_t>(dst) + 2 * e;
+    d ^= ((d >> 7) & 7) << 4;
+    const uint16_t v = in ? emu_h(m->base + src, 0) : 0;
+    std::memcpy(reinterpret_cast<void*>(d), &v, 2);
+  }
+  std::lock_guard<std::mutex> l(emu_bar_mu);
+  emu_bar& b = emu_bars.at(bar);
+  b.tx -= 2 * n;
+  emu_bar_done(b);
+}
+static void tg_tma2(void* d, const tg_tmap* m, int c0, int c1, unsigned long long* b) { int c[] = {c0, c1}; emu_tma(d, m, c, b); }
+static void tg_tma3(void* d, const tg_tmap* m, int c0, int c1, int c2, unsigned long long* b) { int c[] = {c0, c1, c2}; emu_tma(d, m, c, b); }
+static void tg_tma4(void* d, const tg_tmap* m, int c0, int c1, int c2, int c3, unsigned long long* b) { int c[] = {c0, c1, c2, c3}; emu_tma(d, m, c, b); }
 template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsigned long long desc) {
   emu_wgroup& w = *emu_g;
   for (int i = 0; i < 4; i++) w.a[emu_gtid][i] = a[i];
@@ -596,8 +712,14 @@ template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsign
     const int rr = (i & 3) >> 1, col = (i >> 2) * 8 + 2 * t + (i & 1);
     float s = d[i];
     for (int k = 0; k < 16; k++) {
-      unsigned long long ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 2 * k;
-      ad ^= ((ad >> 7) & 3) << 4;
+      unsigned long long ad;
+      if (w.desc >> 63) {   // tg_desc128: 8-row groups 1024 bytes apart, 128-byte rows, chunk ^= row % 8
+        ad = (w.desc & ~(1ull << 63)) + (col / 8) * 1024 + (col % 8) * 128 + 2 * k;
+        ad ^= ((ad >> 7) & 7) << 4;
+      } else {
+        ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 2 * k;
+        ad ^= ((ad >> 7) & 3) << 4;
+      }
       s += A[rr][k] * emu_f(emu_h(reinterpret_cast<const void*>(ad), 0));
     }
     d[i] = s;
@@ -611,6 +733,7 @@ extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
   const int nthreads = l[0];
   for (int gz = 0; gz < g[2]; gz++) for (int gx = 0; gx < g[0]; gx++) {
     std::barrier<> block(nthreads);
+    std::vector<unsigned char> emu_block_dsmem(EMU_DSMEM_BYTES);
     std::vector<std::barrier<>> bars;
     std::vector<emu_warp> warps(nthreads / 32);
     for (int i = 0; i < nthreads / 32; i++) warps[i].bar = new std::barrier<>(32);
@@ -621,6 +744,8 @@ extern "C" void emu_launch(void** bufs, const int* g, const int* l) {
       ts.emplace_back([&, tid] {
         threadIdx = {tid, 0, 0};
         blockIdx = {gx, 0, gz};
+        gridDim = {g[0], g[1], g[2]};
+        emu_dsmem = emu_block_dsmem.data();
         emu_w = &warps[tid / 32]; emu_lane = tid % 32; emu_block = &block;
         emu_g = &groups[tid / 128]; emu_gtid = tid % 128;
         EMU_KERNEL(EMU_ARGS);
@@ -701,7 +826,7 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; };
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -716,21 +841,59 @@ TEST(TCGemm, WarpEmulated) {
       {"wgmma B^T, odd 72x200x40", last_ast(mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose())), 2, 0, true},
       {"wgmma batched + bias + relu",
        last_ast((mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half)) + mat({136}, dtypes::half)).relu()), 2, 0, true},
+      // sm_90's default TMA kernel (small tiles, 2-3 ring slots and a grid smaller than the tiles, so the ring and the
+      // persistent loop wrap): B N-major through ldmatrix.trans panels; both K-major + bias + relu; batched (3-d maps)
+      {"TMA 136x72x200, B N-major, grid 2", last_ast(mat({136, 72}, dtypes::half).matmul(mat({72, 200}, dtypes::half))), 2, 0, true, 8,
+       "2,128,3,2"},
+      {"TMA B^T + bias + relu, 72x40x200, grid 1",
+       last_ast((mat({72, 40}, dtypes::half).matmul(mat({200, 40}, dtypes::half).transpose()) + mat({200}, dtypes::half)).relu()), 2, 0, true,
+       8, "1,64,2,1"},
+      {"TMA batched, wgmma in flight", last_ast(mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half))), 2, 0, true, 8,
+       "2,64,2,1,1"},
+      // no tensor core: fp32 takes the SIMT template (K-major and M/N-major operands, edges, batch, epilogue)
+      {"SIMT fp32 136x200x72", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0},
+      {"SIMT fp32 A^T B^T + bias + relu",
+       last_ast((mat({72, 136}, dtypes::float32).transpose().matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
+       0, 0},
+      {"SIMT fp32 batched", last_ast(mat({2, 64, 44}, dtypes::float32).matmul(mat({2, 44, 72}, dtypes::float32))), 0, 0},
+      {"SIMT fp32 k tile 16, A^T, K=44", last_ast(mat({44, 72}, dtypes::float32).transpose().matmul(mat({44, 136}, dtypes::float32))), 0, 0,
+       false, 16},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
   for (const EmuCase& c : cases) {
     SCOPED_TRACE(c.what);
-    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_GEMM_TILE", c.tile}});
+    Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
+                                                   {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
+    ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
+    ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
     std::string src = p.src;
     for (const char* inc : {"#include <cuda_fp16.h>", "#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"})
       if (size_t at = src.find(inc); at != std::string::npos) src.erase(at, std::string(inc).size());
     std::string args;
     for (int i = 0; i < p.n_bufs; i++) args += std::string(i ? ", " : "") + "emu_ptr{bufs[" + std::to_string(i) + "]}";
-    src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args + "\n" + kGemmEmuLaunch;
+    std::string dsmem = "0";
+    if (size_t at = src.find("extern __shared__ unsigned char tg_dsmem[];"); at != std::string::npos) {
+      // TMA kernel: dynamic shared memory from tg_launch[1], the two tensor maps from its fields (runtime/cuda.cpp)
+      src.replace(at, std::string("extern __shared__ unsigned char tg_dsmem[];").size(), "unsigned char* tg_dsmem = emu_dsmem;");
+      args += ", emu_map(0, bufs), emu_map(1, bufs)";
+      dsmem = "tg_launch[1]";
+      src += R"(
+static tg_tmap emu_map(int i, void** bufs) {
+  const long long* f = tg_launch + 3 + 19 * i;
+  tg_tmap m{static_cast<const char*>(bufs[f[0]]) + f[4], int(f[2]), {}, {2}, {}};
+  for (int d = 0; d < 5; d++) m.dims[d] = f[5 + d], m.box[d] = int(f[14 + d]);
+  for (int d = 1; d < 5; d++) m.strides[d] = f[9 + d];
+  return m;
+}
+)";
+    }
+    src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args +
+          "\n#define EMU_DSMEM_BYTES " + dsmem + "\n" + kGemmEmuLaunch;
     const Emulator emu(src, "tg_gemm_emu_" + std::to_string(idx++));
     ASSERT_TRUE(emu.launch) << src;
     const EmuLaunch launch = emu.launch;
@@ -862,6 +1025,44 @@ TEST(TensorCoresGPU, TemplateConfigs) {
     check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
     check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
     check_gemm(2, 136, 72, 200, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+  }
+}
+
+// sm_90's TMA kernel: every tile shape and ring depth a sweep may pick, on M/N/K edges TMA zero-fills (K=264 is
+// 4 k tiles + 8), A or B K-major (B N-major goes through ldmatrix.trans), batched (a 3-d tensor map), a bias+relu
+// epilogue, several tiles per block of the persistent grid (grid 3) and a batch broadcast operand
+TEST(TensorCoresGPU, TmaConfigs) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
+  Tensor::manual_seed(16);
+  check_gemm(1, 2048, 512, 2048, dtypes::half, std::nullopt, false, false, false, 5e-3);   // the default config
+  check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);
+  for (const char* cfg : {"2,256,4", "2,128,5", "2,128,4,3", "1,128,6", "1,256,4", "2,192,4", "2,64,8,5", "2,256,4,0,1", "1,128,6,2,1"}) {
+    SCOPED_TRACE(std::string("TC_TMA_CFG=") + cfg);
+    Context ctx(std::map<std::string, std::string>{{"TC_TMA_CFG", cfg}, {"TC_OPT", "2"}});
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+    check_gemm(2, 136, 72, 200, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+    check_gemm(1, 256, 512, 256, dtypes::half, dtypes::half, false, false, false, 2e-2);
+  }
+  Context ctx({{"TC_OPT", 2}});
+  Tensor a = (Tensor::randn({3, 200, 96}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+  Tensor w = (Tensor::randn({96, 136}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+  std::vector<float> ref = to_floats(a.cast(dtypes::float32).matmul(w.cast(dtypes::float32)));
+  EXPECT_LT(rel_err(to_floats(a.to("CUDA").matmul(w.to("CUDA"))), ref), 5e-3);
+}
+
+// fp32 GEMMs take the SIMT template: edges, K-major and M/N-major operands, batch, a fused epilogue, both k tiles
+TEST(TensorCoresGPU, SimtFp32) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(17);
+  for (const char* bk : {"8", "16"}) {
+    SCOPED_TRACE(std::string("SIMT_BK=") + bk);
+    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", bk}});
+    check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
+    check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
+    check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);
+    check_gemm(1, 1024, 1024, 1024, dtypes::float32, std::nullopt, false, true, false, 1e-5);
   }
 }
 

@@ -38,7 +38,8 @@ struct Plan {
   Shape full;
   int64_t batch = 1;
   UOp store, reduce;
-  TensorCore tc;
+  TensorCore tc;                    // SIMT: only dtype_in/out (float32) are set
+  bool simt = false;                // no tensor core: the fp32 register-blocked template (render_simt)
 };
 
 struct Cfg {
@@ -53,6 +54,7 @@ void need(bool c) {
 }
 
 Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const std::vector<int>& batch_axes, const Shape& full) {
+  const int64_t vec = 16 / load->dtype.itemsize();   // elements of one 16-byte copy
   Operand o;
   o.buf = load->src[0];
   o.off = v.offset;
@@ -61,8 +63,8 @@ Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const 
   for (int ax : batch_axes) o.s_batch.push_back(v.strides[ax]);
   const int64_t rows = full[row_axis], K = full[k_axis];
   o.k_major = o.s_k == 1;
-  need(o.k_major ? (K % 8 == 0 && o.s_row % 8 == 0) : (o.s_row == 1 && rows % 8 == 0 && o.s_k % 8 == 0));
-  need(o.off % 8 == 0 && o.off >= 0);
+  need(o.k_major ? (K % vec == 0 && o.s_row % vec == 0) : (o.s_row == 1 && rows % vec == 0 && o.s_k % vec == 0));
+  need(o.off % vec == 0 && o.off >= 0);
   // every index the copies form stays in int32 (the batch base is 64-bit)
   int64_t hi = o.off;
   for (size_t i = 0; i < full.size(); i++) {
@@ -70,17 +72,24 @@ Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const 
     hi += (full[i] - 1) * v.strides[i];
   }
   need(hi < (int64_t{1} << 31));
-  for (int64_t s : o.s_batch) need(s % 8 == 0);
+  for (int64_t s : o.s_batch) need(s % vec == 0);
   return o;
 }
 
 Plan plan(const Kernel& k) {
-  need(k.tensor_core && k.use_tensor_cores == 1 && getenv("TC_GEMM", 1) != 0);
-  need(k.opts->device == "CUDA" && k.vars.empty() && k.reduceops.size() == 1);
+  need(getenv("TC_GEMM", 1) != 0 && k.opts->device == "CUDA" && k.vars.empty() && k.reduceops.size() == 1);
+  Plan p;
+  if (k.tensor_core) {
+    need(k.use_tensor_cores == 1);
+    p.tc = *k.tensor_core;
+  } else {
+    // no tensor core: an fp32 GEMM takes the SIMT template (SIMT_GEMM=0 keeps the heuristic's kernel)
+    need(getenv("SIMT_GEMM", 1) != 0 && k.reduceops[0]->dtype == dtypes::float32);
+    p.simt = true;
+    p.tc.dtype_in = p.tc.dtype_out = dtypes::float32;
+  }
   const UOp& ast = k.ast;
   need(ast->op == Ops::SINK && ast->src.size() == 1);
-  Plan p;
-  p.tc = *k.tensor_core;
   p.store = ast->src[0];
   need(p.store->op == Ops::STORE && p.store->src[0]->op == Ops::DEFINE_GLOBAL);
   p.reduce = k.reduceops[0];
@@ -114,6 +123,8 @@ Plan plan(const Kernel& k) {
   p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
   for (int ax : p.batch_axes) p.batch *= p.full[ax];
   need(p.batch <= 65535);
+  // SIMT only for GEMM shapes: a matrix-vector product (decode steps) keeps the heuristic's reduce kernel
+  need(!p.simt || (p.M >= 64 && p.N >= 64 && p.K >= 32));
   // the epilogue's and the store's indices are int32 too
   for (const UOp& u : p.store.toposort())
     if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
@@ -295,7 +306,8 @@ Cfg choose(const Plan& p) {
 // order, the batch decomposition and the operands' base pointers ga/gb. Also the epilogue's store statement.
 struct Opening { std::string src, store; };
 Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname, int threads, int min_blocks, int64_t tiles_m,
-                int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers) {
+                int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers, const std::string& extra_params = "",
+                bool block_tile = true) {
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   std::vector<UOp> globals(1 + [&] {
     int64_t mx = 0;
@@ -333,8 +345,9 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
   s += replace_all(kHelpers, "TG_IN", in) + replace_all(extra_helpers, "TG_IN", in);
   s += "extern \"C\" __global__ void __launch_bounds__(" + S(threads) + ", " + S(min_blocks) + ") " + fname + "(";
   for (size_t i = 0; i < params.size(); i++) s += (i ? ", " : "") + params[i];
-  s += ") {\n";
+  s += extra_params + ") {\n";
   s += "  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n";
+  if (!block_tile) return o;
   // groups of 8 tile rows walk the columns together, so that the tiles a wave of blocks reads stay in L2
   s += "  const int pid = blockIdx.x, gw = 8 * " + S(tiles_n) + ", g0 = (pid / gw) * 8;\n";
   s += "  const int gsz = min(" + S(tiles_m) + " - g0, 8), tm = g0 + (pid % gw) % gsz, tn = (pid % gw) / gsz;\n";
@@ -508,6 +521,288 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
   return ((rdim + 127) / 128) * ((sdim + 127) / 128) * p.batch >= 128 ? big : small;
 }
 
+// ------------------------------------------------------------------ sm_90: TMA + mbarrier ring + warp specialization
+//
+// The Hopper ladder's kernel. Warpgroup 0 is the producer: one thread issues TMA bulk tensor copies
+// (cp.async.bulk.tensor, tensor maps encoded by the runtime from tg_launch, see runtime/cuda.cpp) of a BK=64 k tile
+// of R and S into a ring of `stages` shared-memory slots, each guarded by a `full` mbarrier (the copies' bytes
+// complete it) and an `empty` one (every consumer warp arrives once it is done with the slot). Warpgroups 1..C are
+// consumers: per k tile they wait on `full`, read their 16 R rows per warp by ldmatrix (wgmma's register A), issue
+// four wgmma m64n{bs}k16 with S by descriptor, wait for them and release the slot. The tiles are 128-byte rows with
+// TMA's 128-byte swizzle (16-byte chunk ^= row % 8 within 1024-byte groups): S's descriptor is the K-major SW128
+// layout (SBO 1024 bytes, +32 bytes per k16 step). The grid is persistent: block b takes tiles b, b+grid, ... in an
+// L2-friendly order (8 R tiles walk the S tiles together), so the producer fetches the next tile's k tiles while the
+// consumers run the epilogue. M/N/K edges: TMA zero-fills what is out of bounds; stores are guarded.
+struct TmaCfg {
+  int consumers, bs, stages, grid;   // consumer warpgroups (64 R rows each), S rows per block, ring slots, blocks
+  int inflight = 0;                  // 1: a k tile's wgmma group runs on while the next is issued
+  int threads() const { return 128 * (consumers + 1); }
+  int br() const { return 64 * consumers; }
+  int64_t shared_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }
+};
+constexpr int kTmaBK = 64;   // 64 halves: one 128-byte swizzle row
+
+const char* kTmaHelpers = R"(#ifndef TG_GEMM_EMU
+struct __align__(64) tg_tmap { unsigned long long v[16]; };
+__device__ __forceinline__ unsigned tg_smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void tg_mbar_init(unsigned long long* b, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(tg_smem_u32(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void tg_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void tg_mbar_expect_tx(unsigned long long* b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(tg_smem_u32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tg_mbar_arrive(unsigned long long* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(tg_smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void tg_mbar_wait(unsigned long long* b, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(tg_smem_u32(b)), "r"(parity) : "memory");
+}
+template <int N> __device__ __forceinline__ void tg_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
+template <int N> __device__ __forceinline__ void tg_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
+// K-major shared-memory matrix with the 128-byte swizzle: LBO unused (16), SBO 1024 bytes (8 rows of 128 bytes)
+__device__ __forceinline__ unsigned long long tg_desc128(const void* p) {
+  const unsigned long long a = tg_smem_u32(p);
+  return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+TG_TMA_FNS
+#endif
+)";
+
+// cp.async.bulk.tensor of a rank-n box at coordinates c0.. into dst, completing `bar`'s transaction bytes
+std::string tma_fn(int rank) {
+  std::string args, coords;
+  for (int i = 0; i < rank; i++) args += ", int c" + S(i), coords += (i ? ", " : "") + std::string("%") + S(i + 2);
+  std::string ins;
+  for (int i = 0; i < rank; i++) ins += ", \"r\"(c" + S(i) + ")";
+  return "__device__ __forceinline__ void tg_tma" + S(rank) + "(void* dst, const tg_tmap* m" + args + ", unsigned long long* bar) {\n"
+         "  asm volatile(\"cp.async.bulk.tensor." + S(rank) + "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {" +
+         coords + "}], [%" + S(rank + 2) + "];\\n\"\n    :: \"r\"(tg_smem_u32(dst)), \"l\"(m)" + ins +
+         ", \"r\"(tg_smem_u32(bar)) : \"memory\");\n}\n";
+}
+
+// One operand's tensor map (the fields runtime/cuda.cpp reads from tg_launch) and its batch coordinates.
+// K-major: dims (K, rows), box (64, box_rows); M/N-major: dims (rows, K), box (64, 64); then the batch axes the
+// operand has a stride along (box 1). Nothing when TMA can't address it (rank > 5, a stride TMA can't take).
+struct TmaMap {
+  std::vector<long long> fields;
+  std::vector<int> batch;   // indices into Plan::batch_axes
+  int rank = 0;
+};
+std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int box_rows) {
+  const int64_t es = p.tc.dtype_in.itemsize();
+  std::vector<long long> dims, strides, box;
+  if (o.k_major) dims = {p.K, rows}, strides = {o.s_row * es}, box = {kTmaBK, box_rows};
+  else dims = {rows, p.K}, strides = {o.s_k * es}, box = {64, kTmaBK};
+  TmaMap m;
+  for (size_t i = 0; i < o.s_batch.size(); i++)
+    if (o.s_batch[i] != 0) dims.push_back(p.full[p.batch_axes[i]]), strides.push_back(o.s_batch[i] * es), box.push_back(1),
+                           m.batch.push_back(static_cast<int>(i));
+  m.rank = static_cast<int>(dims.size());
+  if (m.rank > 5) return std::nullopt;
+  for (long long st : strides)
+    if (st % 16 != 0 || st <= 0 || st >= (1ll << 40)) return std::nullopt;
+  if ((o.off * es) % 16 != 0) return std::nullopt;
+  dims.resize(5, 1), strides.resize(4, 0), box.resize(5, 1);
+  m.fields = {o.buf->as<int64_t>(), 1 /* UINT16: fp16 and bf16 copy as bits */, m.rank, 3 /* SWIZZLE_128B */, o.off * es};
+  m.fields.insert(m.fields.end(), dims.begin(), dims.end());
+  m.fields.insert(m.fields.end(), strides.begin(), strides.end());
+  m.fields.insert(m.fields.end(), box.begin(), box.end());
+  return m;
+}
+
+std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b,
+                       const TmaMap& mr, const TmaMap& ms) {
+  const Operand& R = s_is_b ? p.a : p.b;   // through registers; S (K-major) by descriptor
+  const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+  const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs, kt_n = (p.K + kTmaBK - 1) / kTmaBK;
+  const std::string tin = r.render_dtype(p.tc.dtype_in);
+  std::string fns = tma_fn(mr.rank);
+  if (ms.rank != mr.rank) fns += tma_fn(ms.rank);
+  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
+  // the launch description the runtime reads (runtime/cuda.cpp, LaunchInfo)
+  std::vector<long long> li = {1, c.shared_bytes(), 2};
+  li.insert(li.end(), mr.fields.begin(), mr.fields.end());
+  li.insert(li.end(), ms.fields.begin(), ms.fields.end());
+  std::string lis;
+  for (size_t i = 0; i < li.size(); i++) lis += (i ? ", " : "") + std::to_string(li[i]);
+  Opening o = opening(p, r, fname, c.threads(), 1, tiles_r, tiles_s, c.br(), c.bs, helpers,
+                      ", const __grid_constant__ tg_tmap tm_r, const __grid_constant__ tg_tmap tm_s", false);
+  const size_t sig = o.src.find("extern \"C\" __global__");
+  o.src.insert(sig, "extern \"C\" __device__ long long tg_launch[" + S(static_cast<int64_t>(li.size())) + "] = {" + lis + "};\n");
+  std::string s = o.src;
+  const int64_t stage_r = int64_t{c.br()} * kTmaBK, stage_s = int64_t{c.bs} * kTmaBK, ntb = tiles_r * tiles_s;
+  s += "  // TMA + mbarrier ring: block tile " + S(c.br()) + "x" + S(c.bs) + "x64, " + S(c.stages) + " stages, 1 producer + " +
+       S(c.consumers) + " consumer warpgroups of wgmma m64n" + S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers), " +
+       "persistent grid; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  extern __shared__ unsigned char tg_dsmem[];\n";
+  s += "  unsigned char* tg_base = tg_dsmem + ((1024 - (tg_smem_u32(tg_dsmem) & 1023)) & 1023);   // SW128 tiles: 1024-byte aligned\n";
+  s += "  " + tin + "* tg_sr = reinterpret_cast<" + tin + "*>(tg_base);\n";
+  s += "  " + tin + "* tg_ss = tg_sr + " + S(c.stages * stage_r) + ";\n";
+  s += "  unsigned long long* tg_full = reinterpret_cast<unsigned long long*>(tg_ss + " + S(c.stages * stage_s) + ");\n";
+  s += "  unsigned long long* tg_empty = tg_full + " + S(c.stages) + ";\n";
+  s += "  if (tid == 0) {\n    for (int i = 0; i < " + S(c.stages) + "; i++) tg_mbar_init(&tg_full[i], 1), tg_mbar_init(&tg_empty[i], " +
+       S(c.consumers * 4) + ");\n    tg_mbar_init_fence();\n  }\n  __syncthreads();\n";
+  s += "  constexpr int KT = " + S(kt_n) + ", NT = " + S(ntb * p.batch) + ";\n";
+  // a tile's coordinates: batch, then groups of 8 R tiles walking the S tiles
+  std::string tile = "      const int bt = tile / " + S(ntb) + ", tl = tile % " + S(ntb) + ", gw = " + S(8 * tiles_s) +
+                     ", g0 = (tl / gw) * 8, gsz = min(" + S(tiles_r) + " - g0, 8);\n";
+  tile += "      const int r0 = (g0 + (tl % gw) % gsz) * " + S(c.br()) + ", s0 = ((tl % gw) / gsz) * " + S(c.bs) + ";\n";
+  int64_t rest = p.batch;
+  for (size_t i = 0; i < p.batch_axes.size(); i++) {
+    const int64_t n = p.full[p.batch_axes[i]];
+    rest /= n;
+    tile += "      const int eb" + S(static_cast<int64_t>(i)) + " = (bt / " + S(rest) + ") % " + S(n) + ";\n";
+  }
+  tile += "      (void)bt;\n";
+  auto bcoords = [&](const TmaMap& m) {
+    std::string b;
+    for (int i : m.batch) b += ", eb" + S(i);
+    return b;
+  };
+  // producer
+  s += "  if (warp < 4) {\n";
+  if (c.consumers == 2) s += "    tg_setmaxnreg_dec<40>();\n";
+  s += "    if (tid == 0) {\n      int it = 0;\n      for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
+  s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
+  s += "        if (it >= " + S(c.stages) + ") tg_mbar_wait(&tg_empty[st], ((it / " + S(c.stages) + ") & 1) ^ 1);\n";
+  s += "        tg_mbar_expect_tx(&tg_full[st], " + S((stage_r + stage_s) * 2) + ");\n";
+  if (R.k_major) {
+    s += "        tg_tma" + S(mr.rank) + "(tg_sr + st * " + S(stage_r) + ", &tm_r, kt * 64, r0" + bcoords(mr) + ", &tg_full[st]);\n";
+  } else {
+    s += "        for (int j = 0; j < " + S(c.br() / 64) + "; j++)\n";
+    s += "          tg_tma" + S(mr.rank) + "(tg_sr + st * " + S(stage_r) + " + j * 4096, &tm_r, r0 + j * 64, kt * 64" + bcoords(mr) +
+         ", &tg_full[st]);\n";
+  }
+  s += "        tg_tma" + S(ms.rank) + "(tg_ss + st * " + S(stage_s) + ", &tm_s, kt * 64, s0" + bcoords(ms) + ", &tg_full[st]);\n";
+  s += "      }\n      }\n    }\n  } else {\n";
+  // consumers
+  if (c.consumers == 2) s += "    tg_setmaxnreg_inc<232>();\n";
+  s += "    const int wr0 = (warp - 4) * 16;   // this warp's 16 R rows\n    int it = 0;\n    float d[" + S(c.bs / 2) + "];\n";
+  s += "    for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
+  s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
+  s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
+  s += "        tg_mbar_wait(&tg_full[st], (it / " + S(c.stages) + ") & 1);\n";
+  s += "        const " + tin + "* sr = tg_sr + st * " + S(stage_r) + ";\n        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
+  s += "        unsigned af[4][4];\n#pragma unroll\n        for (int kk = 0; kk < 4; kk++) {\n";
+  if (R.k_major) {
+    s += "          const int rr = wr0 + (lane & 15), ch = kk * 2 + (lane >> 4);\n";
+    s += "          tg_ldsm_x4(af[kk], sr + rr * 64 + ((ch ^ (rr & 7)) << 3));\n";
+  } else {
+    s += "          const int kr = kk * 16 + (lane & 7) + ((lane >> 4) << 3), ch = (wr0 >> 3) + ((lane >> 3) & 1);\n";
+    s += "          tg_ldsm_x4_t(af[kk], sr + (ch >> 3) * 4096 + kr * 64 + (((ch & 7) ^ (kr & 7)) << 3));\n";
+  }
+  s += "        }\n        tg_wgmma_fence();\n";
+  s += "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
+  if (c.inflight) {
+    // keep this k tile's wgmmas running while the next one's operands are read; release the slot before it
+    s += "        tg_wgmma_commit();\n        tg_wgmma_wait<1>();\n        if (kt > 0 && lane == 0) tg_mbar_arrive(&tg_empty[(it + " +
+         S(c.stages - 1) + ") % " + S(c.stages) + "]);\n      }\n";
+    s += "      tg_wgmma_wait<0>();\n      if (lane == 0) tg_mbar_arrive(&tg_empty[(it + " + S(c.stages - 1) + ") % " + S(c.stages) + "]);\n";
+  } else {
+    s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
+  }
+  // accumulators as in render_wgmma
+  s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
+  s += "        const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
+  s += std::string("        const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
+  s += "        if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n          const float acc = d[i];\n          " + o.store + "\n        }\n      }\n";
+  s += "    }\n  }\n}\n";
+  return s;
+}
+
+// TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid[,inflight]]" (sweeps); else by the number of tiles.
+std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
+  // TC_WGMMA_CFG asks for the cp.async wgmma kernel (render_wgmma)
+  if (getenv("TC_TMA", 1) == 0 || !getenv_str("TC_WGMMA_CFG").empty()) return std::nullopt;
+  const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+  const int sms = static_cast<int>(getenv("TC_SMS", 132));   // H100 SXM; any grid is correct (the loop strides)
+  if (const std::string e = getenv_str("TC_TMA_CFG"); !e.empty()) {
+    int v[5] = {0, 0, 0, 0, 0};
+    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
+    TmaCfg c{v[0], v[1], v[2], v[3], v[4]};
+    const bool ok = (n >= 3 && n <= 5) && (c.inflight == 0 || c.inflight == 1) && c.consumers >= 1 && c.consumers <= 2 && c.bs >= 64 && c.bs <= 256 && c.bs % 64 == 0 &&
+                    c.stages >= 2 && c.grid >= 0 && c.shared_bytes() <= 227 * 1024;
+    if (!ok)
+      throw Error("TC_TMA_CFG=" + e + ": want consumers (1-2),bs (64..256, a multiple of 64),stages (>= 2)[,grid (0: one block per SM)" +
+                  "[,inflight (0|1)]] " +
+                  "with stages*(64*consumers+bs)*128 bytes within 227 KiB of shared memory");
+    const int64_t nt = ((rdim + c.br() - 1) / c.br()) * ((sdim + c.bs - 1) / c.bs) * p.batch;
+    if (c.grid == 0) c.grid = static_cast<int>(std::min<int64_t>(nt, sms));
+    return c;
+  }
+  // H100 sweep (bench/tc_notes.md, fp16 TFLOP/s at 4096/2048/1024): 128x256 tiles with 2 consumers and 4 stages of
+  // 48 KiB 710/526/107; 64x128 with 1 consumer and 6 stages 407/338/165. Big tiles down to ~100 of them, then small.
+  TmaCfg c{2, 256, 4, 0};
+  if (((rdim + 127) / 128) * ((sdim + 255) / 256) * p.batch < 96) c = {1, 128, 6, 0};
+  const int64_t nt = ((rdim + c.br() - 1) / c.br()) * ((sdim + c.bs - 1) / c.bs) * p.batch;
+  c.grid = static_cast<int>(std::min<int64_t>(nt, sms));
+  return c;
+}
+
+// ------------------------------------------------------------------ fp32 without tensor cores: SIMT
+
+// The classic register-blocked SGEMM: a 128x128 block tile of 256 threads, each 8x8 outputs (two 4-row and two
+// 4-column strips 64 apart, so the float4 shared-memory reads of a warp are conflict-free), k tiles of 8 in two
+// shared-memory buffers [k][row] (K-major operands are transposed on the way in). The next k tile's 16 bytes per
+// thread and operand are loaded into registers before the FMAs of this one and stored after them: one barrier per
+// k tile. Edges: zero-filled loads (rows, and K in steps of 4), guarded stores.
+// One operand's k tile (bk x 128) as float4 per thread: `it` of bk/8 (each thread's share of the 256 threads).
+std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0, int bk) {
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
+  if (o.k_major) {   // bk/4 threads per row, 4 k each
+    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
+    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gr * " + S(o.s_row) +
+         " + gk) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
+  } else {           // 32 threads per k row, 4 rows each
+    s += "        const int lk = e >> 5, lr = (e & 31) << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
+    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gk * " + S(o.s_k) +
+         " + gr) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
+  }
+  return s + "      }\n";
+}
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk) {
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
+  if (o.k_major)
+    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
+         "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
+  else
+    s += "        const int lk = e >> 5, lr = (e & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "[it];\n";
+  return s + "      }\n";
+}
+
+// SIMT_BK=8|16: the k tile (8 by default)
+std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
+  const int bk = static_cast<int>(getenv("SIMT_BK", 8));
+  if (bk != 8 && bk != 16) throw Error("SIMT_BK=" + std::to_string(bk) + ": the fp32 GEMM template's k tile is 8 or 16");
+  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + bk - 1) / bk;
+  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
+  std::string s = o.src;
+  s += "  // SIMT fp32: block tile 128x128x" + S(bk) + ", 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
+       " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][128];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][128];\n";
+  s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
+  s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
+  s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk) + simt_store(p.b, "rb", "tg_bs", bk) + "  };\n";
+  s += "  load(0);\n  store(0);\n  __syncthreads();\n";
+  s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
+  s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n";
+  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
+  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
+  s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
+  s += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n    }\n";
+  s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
+  s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
+  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
+  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
+}
+
 }  // namespace
 
 bool tc_gemm_applies(const Kernel& k) {
@@ -529,14 +824,30 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     prg.function_name = to_function_name(name);
     prg.device = k.opts->device;
     auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
-    if (auto wc = choose_wgmma(p, cuda ? cuda->sm : 0)) {
-      // S (the descriptor operand) must be K-major: B when it is, else A
-      const bool s_is_b = p.b.k_major;
+    if (p.simt) {
+      prg.src = render_simt(p, *r, prg.function_name);
+      prg.global_size = {((p.M + 127) / 128) * ((p.N + 127) / 128), 1, p.batch};
+      prg.local_size = {256, 1, 1};
+    }
+    std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
+    const bool s_is_b = p.b.k_major;   // wgmma: S (the descriptor operand) must be K-major, B when it is, else A
+    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b) : std::nullopt;
+    std::optional<TmaMap> mr, ms;
+    if (tc) {
+      const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
+      mr = tma_map(p, s_is_b ? p.a : p.b, rdim, tc->br()), ms = tma_map(p, s_is_b ? p.b : p.a, sdim, tc->bs);
+      if (!mr || !ms) tc.reset();
+    }
+    if (tc) {
+      prg.src = render_tma(p, *tc, *r, prg.function_name, s_is_b, *mr, *ms);
+      prg.global_size = {tc->grid, 1, 1};
+      prg.local_size = {tc->threads(), 1, 1};
+    } else if (wc) {
       prg.src = render_wgmma(p, *wc, *r, prg.function_name, s_is_b);
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
       prg.global_size = {((rdim + wc->br() - 1) / wc->br()) * ((sdim + wc->bs - 1) / wc->bs), 1, p.batch};
       prg.local_size = {wc->threads(), 1, 1};
-    } else {
+    } else if (!p.simt) {
       const Cfg c = choose(p);
       prg.src = render(p, c, *r, prg.function_name);
       prg.global_size = {((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn), 1, p.batch};

@@ -4,6 +4,9 @@
 // 16-byte cp.async tiles in 3-4 shared-memory stages with a swizzled (bank-conflict-free) layout, ldmatrix
 // into mma.sync.m16n8k16 fragments, a 128x128x32 (or 64x64x32) block tile of 8 (4) warps.
 // M and N edges are predicated (zero-filled copies, guarded stores); K needs only a multiple of 8.
+// sm_90: wgmma; by default fed by TMA into an mbarrier ring with a producer warpgroup and a persistent grid (the
+// kernel describes its dynamic shared memory and tensor maps in a `tg_launch` module global the CUDA runtime reads).
+// fp32 GEMMs (no tensor core) take a register-blocked SIMT template (128x128 block tile, 8x8 per thread).
 #pragma once
 #include <optional>
 #include <string>
@@ -15,8 +18,9 @@ namespace tg {
 class Kernel;
 
 // The template's program for k (named `name`), or nothing when k is not a GEMM the template covers: no TC opt
-// (or TC=2), not CUDA, TC_GEMM=0, a fused second reduce, symbolic shapes, several M or N axes (conv), operands
-// whose contiguous axis is neither K nor M/N or whose rows are not 16-byte aligned. Those use the WMMA path.
+// (or TC=2) unless an fp32 GEMM of at least 64x64x32 (SIMT_GEMM=0: none), not CUDA, TC_GEMM=0, a fused second
+// reduce, symbolic shapes, several M or N axes (conv), operands whose contiguous axis is neither K nor M/N or whose
+// rows are not 16-byte aligned. Those use the WMMA path (or the heuristic's kernel).
 std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name);
 // whether tc_gemm_program would render k from the template
 bool tc_gemm_applies(const Kernel& k);

@@ -81,6 +81,11 @@ struct CudaApi {
   CUresult (*cuMemFreeHost)(void*);
   CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*cuMemcpyDtoHAsync_v2)(void*, CUdeviceptr, size_t, CUstream);
+  // optional: kernels that describe their launch in a module global (launch_info below) need these
+  CUresult (*cuModuleGetGlobal_v2)(CUdeviceptr*, size_t*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*, const unsigned long long*, const unsigned*,
+                                     const unsigned*, int, int, int, int);
   // CUDA graphs (optional: without them TinyJit replays kernel by kernel)
   CUresult (*cuGraphCreate)(CUgraph*, unsigned);
   CUresult (*cuGraphDestroy)(CUgraph);
@@ -141,6 +146,11 @@ const CudaApi& api() {
     TG_CU(cuGetErrorString); TG_CU(cuStreamCreate); TG_CU(cuStreamSynchronize); TG_CU(cuMemHostAlloc); TG_CU(cuMemFreeHost);
     TG_CU(cuMemcpyHtoDAsync_v2); TG_CU(cuMemcpyDtoHAsync_v2);
 #undef TG_CU
+    {
+      std::string oerr;   // absent in old drivers: only kernels that ask for them fail (LaunchInfo)
+      load_sym(cu, "cuModuleGetGlobal_v2", a.cuModuleGetGlobal_v2, oerr); load_sym(cu, "cuFuncSetAttribute", a.cuFuncSetAttribute, oerr);
+      load_sym(cu, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, oerr);
+    }
     if (!err.empty()) { a.error = "libcuda.so.1 is too old: " + err; return a; }
     {
       std::string gerr;
@@ -330,7 +340,9 @@ class CUDAAllocator : public Allocator {
 // on the stack for the usual few arguments
 class ParamSlots {
  public:
-  ParamSlots(const std::vector<void*>& bufs, const std::vector<int>& vals) : n_(bufs.size() + vals.size()) {
+  // extra: pointers to further argument values (the tensor maps of a TMA kernel), passed after the ints
+  ParamSlots(const std::vector<void*>& bufs, const std::vector<int>& vals, const std::vector<void*>& extra = {})
+      : n_(bufs.size() + vals.size() + extra.size()) {
     if (n_ > kInline) heap_vals_.resize(n_), heap_ptrs_.resize(n_);
     uint64_t* v = n_ > kInline ? heap_vals_.data() : vals_;
     void** p = n_ > kInline ? heap_ptrs_.data() : ptrs_;
@@ -341,6 +353,7 @@ class ParamSlots {
       std::memcpy(&v[i], &x32, sizeof(x32));   // the kernel reads 4 bytes for an int
       p[i] = &v[i], i++;
     }
+    for (void* e : extra) p[i++] = e;
   }
   ParamSlots(const ParamSlots&) = delete;
   ParamSlots& operator=(const ParamSlots&) = delete;
@@ -362,6 +375,49 @@ void launch_dims(const std::vector<int64_t>& global_size, const std::vector<int6
   }
 }
 
+// A kernel may describe its launch in a module global `tg_launch` (long long[]; the tensor-core GEMM template
+// does): {1, dynamic shared bytes, number of tensor maps, then per map kMapFields values: buffer index, data
+// type (CUtensorMapDataType), rank, swizzle (CUtensorMapSwizzle), byte offset into the buffer, dims[5],
+// byte strides of dims 1..4, box[5]}. Dynamic shared memory above 48 KiB needs the function attribute; a tensor
+// map (cuTensorMapEncodeTiled, TMA) holds the buffer's address, so it is encoded per launch and passed by value
+// (a __grid_constant__ parameter after the ints).
+struct TensorMapSpec {
+  int buf = 0, dtype = 0, rank = 0, swizzle = 0;
+  long long offset = 0;
+  unsigned long long dims[5] = {}, strides[4] = {};
+  unsigned box[5] = {};
+};
+struct alignas(64) TensorMap { unsigned long long v[16]; };
+struct LaunchInfo {
+  static constexpr int kMapFields = 19;
+  unsigned shared_bytes = 0;
+  std::vector<TensorMapSpec> maps;
+};
+
+std::optional<LaunchInfo> read_launch_info(CUmodule module, const std::string& name) {
+  const CudaApi& a = api();
+  CUdeviceptr dp = 0;
+  size_t bytes = 0;
+  if (!a.cuModuleGetGlobal_v2 || a.cuModuleGetGlobal_v2(&dp, &bytes, module, "tg_launch") != 0) return std::nullopt;
+  std::vector<long long> v(bytes / sizeof(long long));
+  check(a.cuMemcpyDtoH_v2(v.data(), dp, v.size() * sizeof(long long)), "reading tg_launch of " + name);
+  TG_ASSERT(v.size() >= 3 && v[0] == 1 && v.size() == 3 + static_cast<size_t>(v[2]) * LaunchInfo::kMapFields,
+            "tg_launch of " + name + " is malformed");
+  LaunchInfo li;
+  li.shared_bytes = static_cast<unsigned>(v[1]);
+  for (long long m = 0; m < v[2]; m++) {
+    const long long* f = v.data() + 3 + m * LaunchInfo::kMapFields;
+    TensorMapSpec t;
+    t.buf = static_cast<int>(f[0]), t.dtype = static_cast<int>(f[1]), t.rank = static_cast<int>(f[2]), t.swizzle = static_cast<int>(f[3]);
+    t.offset = f[4];
+    for (int i = 0; i < 5; i++) t.dims[i] = static_cast<unsigned long long>(f[5 + i]), t.box[i] = static_cast<unsigned>(f[14 + i]);
+    for (int i = 0; i < 4; i++) t.strides[i] = static_cast<unsigned long long>(f[10 + i]);
+    TG_ASSERT(t.rank >= 1 && t.rank <= 5, "tg_launch of " + name + ": tensor map rank " + std::to_string(t.rank));
+    li.maps.push_back(t);
+  }
+  return li;
+}
+
 class CUDAProgram : public RuntimeProgram {
  public:
   CUDAProgram(CUcontext ctx, CUstream stream, const std::string& name, const std::string& lib) : ctx_(ctx), stream_(stream), name_(name) {
@@ -371,6 +427,16 @@ class CUDAProgram : public RuntimeProgram {
       api().cuModuleUnload(module_);
       check(r, "cuModuleGetFunction: no kernel named " + name + " in the module");
     }
+    if (auto li = read_launch_info(module_, name)) {
+      info_ = std::move(*li);
+      if (info_.shared_bytes > 48 * 1024) {
+        if (!api().cuFuncSetAttribute) throw Error("kernel " + name + " needs cuFuncSetAttribute (a CUDA 9+ driver)");
+        check(api().cuFuncSetAttribute(fn_, 8 /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */, static_cast<int>(info_.shared_bytes)),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(info_.shared_bytes) + ") for " + name);
+      }
+      if (!info_.maps.empty() && !api().cuTensorMapEncodeTiled)
+        throw Error("kernel " + name + " uses TMA: needs cuTensorMapEncodeTiled (a CUDA 12 driver); set TC_TMA=0");
+    }
   }
   ~CUDAProgram() override { api().cuModuleUnload(module_); }
 
@@ -378,7 +444,10 @@ class CUDAProgram : public RuntimeProgram {
                     const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
     const CudaApi& a = api();
     check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    ParamSlots params(bufs, vals);
+    std::vector<TensorMap> maps;
+    std::vector<void*> extra;
+    encode_maps(bufs, maps, extra);
+    ParamSlots params(bufs, vals, extra);
     unsigned g[3], l[3];
     launch_dims(global_size, local_size, g, l);
     CUevent ev[2] = {nullptr, nullptr};
@@ -386,7 +455,7 @@ class CUDAProgram : public RuntimeProgram {
       for (auto& e : ev) check(a.cuEventCreate(&e, 0), "cuEventCreate");
       check(a.cuEventRecord(ev[0], stream_), "cuEventRecord");
     }
-    if (CUresult r = a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], 0, stream_, params.ptrs(), nullptr); r != 0)
+    if (CUresult r = a.cuLaunchKernel(fn_, g[0], g[1], g[2], l[0], l[1], l[2], info_.shared_bytes, stream_, params.ptrs(), nullptr); r != 0)
       fail(r, "cuLaunchKernel " + name_ + " grid " + to_str(global_size) + " block " + to_str(local_size));
     if (!wait) return 0;
     check(a.cuEventRecord(ev[1], stream_), "cuEventRecord");
@@ -396,6 +465,24 @@ class CUDAProgram : public RuntimeProgram {
     for (auto& e : ev) a.cuEventDestroy_v2(e);
     return ms * 1e-3;
   }
+  // the kernel's tensor maps for these buffers (extra: a pointer to each, for ParamSlots); maps is sized once
+  void encode_maps(const std::vector<void*>& bufs, std::vector<TensorMap>& maps, std::vector<void*>& extra) const {
+    if (info_.maps.empty()) return;
+    maps.resize(info_.maps.size());
+    for (size_t i = 0; i < info_.maps.size(); i++) {
+      const TensorMapSpec& t = info_.maps[i];
+      TG_ASSERT(t.buf >= 0 && static_cast<size_t>(t.buf) < bufs.size(), "kernel " + name_ + ": tensor map of buffer " + std::to_string(t.buf));
+      void* addr = static_cast<char*>(bufs[t.buf]) + t.offset;
+      const unsigned elem_strides[5] = {1, 1, 1, 1, 1};
+      if (CUresult r = api().cuTensorMapEncodeTiled(&maps[i], t.dtype, static_cast<unsigned>(t.rank), addr, t.dims, t.strides, t.box, elem_strides,
+                                                    0, t.swizzle, 2 /* L2 promotion 128B */, 0 /* OOB: zeros */);
+          r != 0)
+        fail(r, "cuTensorMapEncodeTiled for " + name_ + " buffer " + std::to_string(t.buf) +
+                    " (a TMA tensor needs a 16-byte aligned address and strides; TC_TMA=0 avoids TMA)");
+      extra.push_back(&maps[i]);
+    }
+  }
+  unsigned shared_bytes() const { return info_.shared_bytes; }
   CUfunction function() const { return fn_; }
   const std::string& name() const { return name_; }
 
@@ -405,6 +492,7 @@ class CUDAProgram : public RuntimeProgram {
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
   std::string name_;
+  LaunchInfo info_;
 };
 
 // ---- graphs (tinygrad's runtime/graph/cuda.py) ----
@@ -427,14 +515,17 @@ class CUDAGraph : public DeviceGraph {
     TG_ASSERT(!exec_, "CUDAGraph: add_kernel after instantiate");
     auto* cp = dynamic_cast<CUDAProgram*>(&prg);
     TG_ASSERT(cp, "CUDAGraph: a kernel of another device in a CUDA graph");
-    ParamSlots params(args.bufs, args.vals);
-    KernelNodeParams np = node_params(cp->function(), args, params);
+    std::vector<TensorMap> maps;
+    std::vector<void*> extra;
+    cp->encode_maps(args.bufs, maps, extra);
+    ParamSlots params(args.bufs, args.vals, extra);
+    KernelNodeParams np = node_params(cp->function(), cp->shared_bytes(), args, params);
     CUgraphNode node = nullptr;
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     const CUgraphNode* dep = nodes_.empty() ? nullptr : &nodes_.back();
     check(api().cuGraphAddKernelNode(&node, graph_, dep, dep ? 1 : 0, &np), "cuGraphAddKernelNode " + cp->name());
     nodes_.push_back(node);
-    fns_.push_back(cp->function());
+    progs_.push_back(cp);
     return nodes_.size() - 1;
   }
   void instantiate() override {
@@ -443,8 +534,11 @@ class CUDAGraph : public DeviceGraph {
   }
   void update(size_t node, const KernelLaunch& args) override {
     TG_ASSERT(exec_ && node < nodes_.size(), "CUDAGraph: update of node " + std::to_string(node) + " before instantiate or out of range");
-    ParamSlots params(args.bufs, args.vals);
-    KernelNodeParams np = node_params(fns_[node], args, params);
+    std::vector<TensorMap> maps;
+    std::vector<void*> extra;
+    progs_[node]->encode_maps(args.bufs, maps, extra);
+    ParamSlots params(args.bufs, args.vals, extra);
+    KernelNodeParams np = node_params(progs_[node]->function(), progs_[node]->shared_bytes(), args, params);
     check(api().cuGraphExecKernelNodeSetParams(exec_, nodes_[node], &np), "cuGraphExecKernelNodeSetParams");
   }
   double launch(bool wait) override {
@@ -465,9 +559,10 @@ class CUDAGraph : public DeviceGraph {
   }
 
  private:
-  static KernelNodeParams node_params(CUfunction fn, const KernelLaunch& args, ParamSlots& params) {
+  static KernelNodeParams node_params(CUfunction fn, unsigned shared_bytes, const KernelLaunch& args, ParamSlots& params) {
     KernelNodeParams np{};
     np.func = fn;
+    np.shared_mem_bytes = shared_bytes;
     launch_dims(args.global_size, args.local_size, np.grid, np.block);
     np.kernel_params = params.ptrs();   // the driver copies the values now
     return np;
@@ -477,7 +572,7 @@ class CUDAGraph : public DeviceGraph {
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   std::vector<CUgraphNode> nodes_;
-  std::vector<CUfunction> fns_;
+  std::vector<const CUDAProgram*> progs_;   // the programs outlive the graph (the JIT holds both)
   CUevent ev_[2] = {nullptr, nullptr};
 };
 
