@@ -64,6 +64,10 @@ struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+struct int2 { int x, y; };
+struct int4 { int x, y, z, w; };
+inline int2 make_int2(int a, int b) { return {a, b}; }
+inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 static int emu_lx = 1, emu_ly = 1;
 inline int emu_tid() { return threadIdx.x + emu_lx * (threadIdx.y + emu_ly * threadIdx.z); }
 )EMU";
