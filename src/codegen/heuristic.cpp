@@ -75,6 +75,9 @@ bool matvec(Kernel& k) {
 }
 
 void grouptop(Kernel& k) {
+  // (a row kernel reading a fused arange (cross-entropy's label gather) reduces the arange in a loop nested
+  // in the row's: grouping put the group's barrier inside those loops and a load out of its scope)
+  if (std::find(k.inner_reduce.begin(), k.inner_reduce.end(), true) != k.inner_reduce.end()) return;
   const int64_t fr = k.first_reduce();
   const int64_t out_work = prod_range(k.output_shape(), 0, fr);
   if (!(k.float4_axis(0).empty() && fr <= 2 && fr + 1 <= k.shape_len() && out_work <= 2048)) return;
