@@ -261,7 +261,8 @@ bool try_opts(Kernel& k, const std::vector<Opt>& opts) {
     for (const Opt& o : opts) k.apply_opt(o);
     k.skip_failed_opts = skip;
     return true;
-  } catch (const KernelOptError&) {
+  } catch (const KernelOptError& e) {
+    if (debug() >= 4) std::cout << "gpu opts refused: " << e.what() << "\n";
     k = saved;
     return false;
   }
@@ -280,7 +281,7 @@ bool try_opts(Kernel& k, const std::vector<Opt>& opts) {
 //    key): a warp per output, UNROLL u x GROUP 32 over the row (coalesced, the warp's partials
 //    meet through shuffles).
 bool gpu_symbolic_reduce(Kernel& k) {
-  const Shape& fs = k.full_shape();
+  const Shape fs = k.full_shape();   // (a copy: a refused opt restores k, and with it the trackers' storage)
   const int64_t fr = k.first_reduce(), n = k.shape_len(), last = n - 1;
   bool sym_out = false, sym_red = false;
   for (int64_t a = 0; a < n; a++) (a < fr ? sym_out : sym_red) |= k.symbolic_axis(a);
@@ -330,7 +331,7 @@ bool gpu_reduce(Kernel& k) {
   // (several reduces of a row kernel reduce the same axes: one block per row serves them all)
   if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || !k.same_reduce_axes()) return false;
   if (k.group_for_reduces || k.local_dims || k.upcasted || reuses_inputs(k)) return false;
-  const Shape& fs = k.full_shape();
+  const Shape fs = k.full_shape();   // (a copy: a refused opt restores k, and with it the trackers' storage)
   const int64_t fr = k.first_reduce(), n = k.shape_len();
   if (fr >= n) return false;
   if (!k.vars.empty() && gpu_symbolic_reduce(k)) return true;
@@ -342,6 +343,25 @@ bool gpu_reduce(Kernel& k) {
   auto st = [&](int64_t axis) { return stride_of(k, b, axis); };
   auto try_opts = [&](const std::vector<Opt>& opts) { return ::tg::try_opts(k, opts); };
   const int64_t last = n - 1;
+  // A long row of a row kernel (softmax, log_softmax over a language model's 32000 logits) on chip: g
+  // threads (a multiple of 32, up to 1024) each keep red/g elements in registers (the row's last axis
+  // split g x red/g, the lanes unrolled whole, in at most two UNROLLs of 32), so the row is read once
+  // for all of its reduces and the store, where a loop re-reads it for each (3 reads of 128 KB rows
+  // that don't stay in L2: 2.2 TB/s of the minimal bytes on an H100). Lane j of thread l reads element
+  // j*g + l: every load a coalesced row of the block. (Rows up to 8192 fit in L1/L2 between passes.)
+  // (GPU_ROW_ON_CHIP=0: the block-loop below instead, for comparing)
+  if (getenv("GPU_ROW_ON_CHIP", 1) && k.row_kernel() && st(last) == 1 && fr == last && red > 8192 && fs[last] == red)
+    for (int64_t g = 1024; g >= 256; g -= 32) {
+      const int64_t u = red / g;
+      if (red % g != 0 || u > 64) continue;
+      int64_t u1 = 0;
+      for (int64_t d = std::min<int64_t>(u, 32); d >= 2 && !u1; d--)
+        if (u % d == 0 && u / d <= 32) u1 = d;
+      if (!u1) continue;
+      std::vector<Opt> opts{{OptOps::GROUP, 0, g}, {OptOps::UNROLL, 1, u1}};
+      if (u / u1 > 1) opts.push_back({OptOps::UNROLL, 1, 0});
+      if (try_opts(opts)) return true;
+    }
   if (st(last) == 1 && red >= 512) {
     // row: unroll u lanes of the last reduce axis, group g threads over what is left of it
     // at least 4 loads per thread: with one (a 1024 row over 256 threads) the shuffles, barrier and

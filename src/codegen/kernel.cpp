@@ -471,7 +471,7 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
 
   if (reduceop() && (opt.op == OptOps::GROUP || opt.op == OptOps::GROUPTOP ||
                      (group_for_reduces && opt.op != OptOps::NOLOCALS && opt.op != OptOps::PADTO)))
-    check_group_smem(amt);
+    check_group_smem(opt.op == OptOps::UNROLL ? 1 : amt);   // (unrolled reduce lanes are summed before the local store)
 
   switch (opt.op) {
     case OptOps::LOCAL:   // cyan
