@@ -349,9 +349,9 @@ bool gpu_reduce(Kernel& k) {
   // for all of its reduces and the store, where a loop re-reads it for each (3 reads of 128 KB rows
   // that don't stay in L2: 2.2 TB/s of the minimal bytes on an H100). Lane j of thread l reads element
   // j*g + l: every load a coalesced row of the block. (Rows up to 8192 fit in L1/L2 between passes.)
-  // (GPU_ROW_ON_CHIP=0: the block-loop below instead, for comparing)
+  // (GPU_ROW_ON_CHIP=0: the block loop below instead; GPU_ROW_THREADS caps g: for comparing)
   if (getenv("GPU_ROW_ON_CHIP", 1) && k.row_kernel() && st(last) == 1 && fr == last && red > 8192 && fs[last] == red)
-    for (int64_t g = 1024; g >= 256; g -= 32) {
+    for (int64_t g = std::min<int64_t>(1024, getenv("GPU_ROW_THREADS", 1024)) / 32 * 32; g >= 256; g -= 32) {
       const int64_t u = red / g;
       if (red % g != 0 || u > 64) continue;
       int64_t u1 = 0;
