@@ -75,6 +75,9 @@ bool matvec(Kernel& k) {
 }
 
 void grouptop(Kernel& k) {
+  // (a row kernel reading a fused arange (cross-entropy's label gather) reduces the arange in a loop nested
+  // in the row's: grouping put the group's barrier inside those loops and a load out of its scope)
+  if (std::find(k.inner_reduce.begin(), k.inner_reduce.end(), true) != k.inner_reduce.end()) return;
   const int64_t fr = k.first_reduce();
   const int64_t out_work = prod_range(k.output_shape(), 0, fr);
   if (!(k.float4_axis(0).empty() && fr <= 2 && fr + 1 <= k.shape_len() && out_work <= 2048)) return;
@@ -249,30 +252,116 @@ int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
 //    keep a thread per row (the default heuristics).
 //  - across the reduce (a column sum: sum(0)): 32 outputs on a warp's lanes (coalesced), 16
 //    groups of rows in a block, 4 outputs per thread.
+// opts applied all or none (the kernel as it was when one doesn't apply)
+bool try_opts(Kernel& k, const std::vector<Opt>& opts) {
+  Kernel saved = k;
+  const bool skip = k.skip_failed_opts;
+  k.skip_failed_opts = false;   // (a symbolic kernel's skipping would apply a part)
+  try {
+    for (const Opt& o : opts) k.apply_opt(o);
+    k.skip_failed_opts = skip;
+    return true;
+  } catch (const KernelOptError& e) {
+    if (debug() >= 4) std::cout << "gpu opts refused: " << e.what() << "\n";
+    k = saved;
+    return false;
+  }
+}
+
+// A reduce with a symbolic axis (a KV cache's key length start_pos+1: attention's scores, their
+// softmax and scores @ values in a decode step). Its loops and launch dims can't be split into
+// fixed tiles, so without this every output is one thread looping alone (a softmax of 12 heads:
+// 12 threads on the GPU). Instead:
+//  - a symbolic row (the reduce axis is symbolic and contiguous: softmax, max, sum over the keys):
+//    GROUP g threads per row, a block-stride loop (see KernelInfo::sym_groups); g from the max
+//    length, at least 4 elements per thread there.
+//  - a symbolic reduce read across it (scores @ values: the values contiguous along the head dim):
+//    32 outputs on a warp's lanes (LOCAL), g groups of threads taking every g-th key.
+//  - a fixed contiguous reduce with a symbolic output axis (q @ keys^T: a dot of head_dim per
+//    key): a warp per output, UNROLL u x GROUP 32 over the row (coalesced, the warp's partials
+//    meet through shuffles).
+bool gpu_symbolic_reduce(Kernel& k) {
+  const Shape fs = k.full_shape();   // (a copy: a refused opt restores k, and with it the trackers' storage)
+  const int64_t fr = k.first_reduce(), n = k.shape_len(), last = n - 1;
+  bool sym_out = false, sym_red = false;
+  for (int64_t a = 0; a < n; a++) (a < fr ? sym_out : sym_red) |= k.symbolic_axis(a);
+  if (!sym_out && !sym_red) return false;
+  // the loads inside the reduce (every one of them decides: a gather's index math is not a row)
+  std::vector<size_t> loads;
+  for (size_t i = 0; i < k.bufs.size(); i++)
+    if (k.bufs[i]->op == Ops::LOAD && !read_after_reduce(k, i)) loads.push_back(i);
+  if (loads.empty()) return false;
+  auto all_loads = [&](int64_t axis, auto pred) {
+    return std::all_of(loads.begin(), loads.end(), [&](size_t i) { return pred(stride_of(k, i, axis)); });
+  };
+  if (sym_red) {
+    if (fr != last || !k.symbolic_axis(last)) return false;   // one reduce axis, the symbolic one
+    const int64_t mx = fs[last];
+    // row: every load contiguous (or broadcast) along the keys
+    if (all_loads(last, [](auto s) { return s == 1 || s == 0; })) {
+      for (int64_t g : {256, 128, 64, 32})
+        if (mx >= 4 * g || g == 32) {
+          if (mx < 2 * g) return false;   // a short row: one thread
+          return try_opts(k, {{OptOps::GROUP, 0, g}});
+        }
+    }
+    // across: the output's last axis contiguous (or broadcast) in every load, contiguous in one
+    const int64_t oax = fr - 1;
+    if (oax < 0 || fs[oax] % 32 != 0 || k.symbolic_axis(oax) || !all_loads(oax, [](auto s) { return s == 1 || s == 0; }) ||
+        all_loads(oax, [](auto s) { return s == 0; }))
+      return false;
+    for (int64_t g : {16, 8, 4})
+      if (mx >= 4 * g && try_opts(k, {{OptOps::LOCAL, oax, 32}, {OptOps::GROUP, 0, g}})) return true;
+    return false;
+  }
+  // fixed reduce, symbolic output: a warp per output along a contiguous row
+  const int64_t red = prod_range(fs, fr, n);
+  if (fr != last || red < 32 || red % 32 != 0 || !all_loads(last, [](auto s) { return s == 1 || s == 0; })) return false;
+  for (int64_t u : {4, 2, 1}) {
+    if ((red / 32) % u != 0) continue;
+    std::vector<Opt> opts;
+    if (u > 1) opts.push_back({OptOps::UNROLL, 0, u});
+    opts.push_back({OptOps::GROUP, 0, 32});
+    if (try_opts(k, opts)) return true;
+  }
+  return false;
+}
+
 bool gpu_reduce(Kernel& k) {
   // (several reduces of a row kernel reduce the same axes: one block per row serves them all)
   if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || !k.same_reduce_axes()) return false;
   if (k.group_for_reduces || k.local_dims || k.upcasted || reuses_inputs(k)) return false;
-  const Shape& fs = k.full_shape();
+  const Shape fs = k.full_shape();   // (a copy: a refused opt restores k, and with it the trackers' storage)
   const int64_t fr = k.first_reduce(), n = k.shape_len();
   if (fr >= n) return false;
+  if (!k.vars.empty() && gpu_symbolic_reduce(k)) return true;
   const size_t b = static_cast<size_t>(k.full_buf_index);
   int64_t red = 1, out = 1;
   // the main input's reduce dims (a row kernel's fused arange adds dims of its own, 1 in the input)
   for (int64_t i = fr; i < n; i++) red *= k.sts[b].shape()[i];
   for (int64_t i = 0; i < fr; i++) out *= fs[i];
   auto st = [&](int64_t axis) { return stride_of(k, b, axis); };
-  auto try_opts = [&](const std::vector<Opt>& opts) {
-    Kernel saved = k;
-    try {
-      for (const Opt& o : opts) k.apply_opt(o);
-      return true;
-    } catch (const KernelOptError&) {
-      k = saved;
-      return false;
-    }
-  };
+  auto try_opts = [&](const std::vector<Opt>& opts) { return ::tg::try_opts(k, opts); };
   const int64_t last = n - 1;
+  // A long row of a row kernel (softmax, log_softmax over a language model's 32000 logits) on chip: g
+  // threads (a multiple of 32, up to 1024) each keep red/g elements in registers (the row's last axis
+  // split g x red/g, the lanes unrolled whole, in at most two UNROLLs of 32), so the row is read once
+  // for all of its reduces and the store, where a loop re-reads it for each (3 reads of 128 KB rows
+  // that don't stay in L2: 2.2 TB/s of the minimal bytes on an H100). Lane j of thread l reads element
+  // j*g + l: every load a coalesced row of the block. (Rows up to 8192 fit in L1/L2 between passes.)
+  // (GPU_ROW_ON_CHIP=0: the block loop below instead; GPU_ROW_THREADS caps g: for comparing)
+  if (getenv("GPU_ROW_ON_CHIP", 1) && k.row_kernel() && st(last) == 1 && fr == last && red > 8192 && fs[last] == red)
+    for (int64_t g = std::min<int64_t>(1024, getenv("GPU_ROW_THREADS", 1024)) / 32 * 32; g >= 256; g -= 32) {
+      const int64_t u = red / g;
+      if (red % g != 0 || u > 64) continue;
+      int64_t u1 = 0;
+      for (int64_t d = std::min<int64_t>(u, 32); d >= 2 && !u1; d--)
+        if (u % d == 0 && u / d <= 32) u1 = d;
+      if (!u1) continue;
+      std::vector<Opt> opts{{OptOps::GROUP, 0, g}, {OptOps::UNROLL, 1, u1}};
+      if (u / u1 > 1) opts.push_back({OptOps::UNROLL, 1, 0});
+      if (try_opts(opts)) return true;
+    }
   if (st(last) == 1 && red >= 512) {
     // row: unroll u lanes of the last reduce axis, group g threads over what is left of it
     // at least 4 loads per thread: with one (a 1024 row over 256 threads) the shuffles, barrier and

@@ -42,17 +42,21 @@ int64_t Opt::real_axis(const Kernel& k) const {
 }
 
 Arg KernelInfo::to_arg() const {
-  std::vector<int64_t> v{local_dims, upcasted, dont_use_locals ? 1 : 0};
+  std::vector<int64_t> v{local_dims, upcasted, dont_use_locals ? 1 : 0, static_cast<int64_t>(sym_splits.size())};
   for (auto [axis, amt] : sym_splits) v.insert(v.end(), {axis, amt});
+  for (auto [axis, group] : sym_groups) v.insert(v.end(), {axis, group});
   return v;
 }
 
 KernelInfo KernelInfo::from_arg(const Arg& a) {
   KernelInfo ki;
   if (const auto* v = std::get_if<std::vector<int64_t>>(&a)) {
-    TG_ASSERT(v->size() >= 3 && v->size() % 2 == 1, "KernelInfo arg needs {local_dims, upcasted, dont_use_locals, (axis, amt)...}");
+    TG_ASSERT(v->size() >= 4 && v->size() % 2 == 0 && 4 + 2 * static_cast<size_t>((*v)[3]) <= v->size(),
+              "KernelInfo arg needs {local_dims, upcasted, dont_use_locals, n_splits, (axis, amt)..., (axis, group axis)...}");
     ki.local_dims = (*v)[0], ki.upcasted = (*v)[1], ki.dont_use_locals = (*v)[2] != 0;
-    for (size_t i = 3; i < v->size(); i += 2) ki.sym_splits.emplace_back((*v)[i], (*v)[i + 1]);
+    const size_t groups = 4 + 2 * static_cast<size_t>((*v)[3]);
+    for (size_t i = 4; i < groups; i += 2) ki.sym_splits.emplace_back((*v)[i], (*v)[i + 1]);
+    for (size_t i = groups; i < v->size(); i += 2) ki.sym_groups.emplace_back((*v)[i], (*v)[i + 1]);
   }
   return ki;
 }
@@ -224,6 +228,12 @@ std::optional<int64_t> Kernel::sym_split_of(int64_t axis) const {
   return std::nullopt;
 }
 
+bool Kernel::sym_group_axis(int64_t axis) const {
+  for (auto [a, g] : sym_groups)
+    if (a == axis || g == axis) return true;
+  return false;
+}
+
 Shape Kernel::full_unupcasted_shape() const {
   const Shape& fs = full_shape();
   return Shape(fs.begin(), fs.begin() + first_upcast());
@@ -284,12 +294,14 @@ void Kernel::shift_to(int64_t axis, int64_t amount, bool top, std::optional<int6
   perm.push_back(static_cast<int>(move_axis));
   for (int64_t i = insert_before; i < shape_len() + 1; i++)
     if (i != move_axis) perm.push_back(static_cast<int>(i));
-  // split symbolic axes (never the one shifted) move with the permutation
-  for (auto& [a, amt] : sym_splits) {
-    TG_ASSERT(a != axis, "a split symbolic axis can't be shifted");
+  // split and grouped symbolic axes (never the one shifted) move with the permutation
+  auto moved = [&](int64_t a) -> int64_t {
+    TG_ASSERT(a != axis, "a split or grouped symbolic axis can't be shifted");
     const int a1 = static_cast<int>(a < axis ? a : a + 1);
-    a = std::find(perm.begin(), perm.end(), a1) - perm.begin();
-  }
+    return std::find(perm.begin(), perm.end(), a1) - perm.begin();
+  };
+  for (auto& [a, amt] : sym_splits) a = moved(a);
+  for (auto& [a, g] : sym_groups) a = moved(a), g = moved(g);
   reshape_and_permute(
       [&](const Shape& x) {
         Shape r(x.begin(), x.begin() + axis);
@@ -318,6 +330,7 @@ bool Kernel::simplify_ones() {
   local_dims -= count(first_reduce() - local_dims, first_reduce());
   upcasted -= count(first_upcast(), shape_len());
   for (auto& [a, amt] : sym_splits) a -= count(0, a);   // (a symbolic axis is never a 1)
+  for (auto& [a, g] : sym_groups) a -= count(0, a), g -= count(0, g);   // (nor a group axis)
   reshape_and_permute(
       [&](const Shape& shape) {
         Shape r;
@@ -370,13 +383,54 @@ void Kernel::apply_opt(const Opt& opt, bool append_opt) {
   }
 }
 
+void Kernel::check_group_smem(int64_t amt) const {
+  const int64_t acc_sz = (*reduceop())->dtype.itemsize();
+  int64_t upcast_sz = 1, local_sz = 1;
+  for (int64_t i = first_upcast(); i < shape_len(); i++)
+    if (full_shape()[i] == sts[out_ref].shape()[i]) upcast_sz *= full_shape()[i];
+  for (int64_t i = first_reduce() - local_dims; i < first_reduce() + group_for_reduces; i++) local_sz *= full_shape()[i];
+  // each reduce of the kernel has its own local buffer
+  const int64_t smem_sz = amt * acc_sz * upcast_sz * local_sz * static_cast<int64_t>(reduceops.size());
+  opt_check(smem_sz <= opts->shared_max,
+            "exceeds maximum shared memory size: needs " + std::to_string(smem_sz) + ", max " + std::to_string(opts->shared_max));
+}
+
+// GROUP of a symbolic reduce axis N by g threads: N can't be reshaped into N/g x g, so a group axis
+// of size g is inserted before the reduce loops instead, broadcast (stride 0) in every tracker whose
+// dim at N isn't reduced (1 where it is, so it is a reduce axis like a split one). The lowerer
+// spreads every loop over N across the group's threads (KernelInfo::sym_groups).
+void Kernel::apply_sym_group(const Opt& opt, int64_t axis, bool append_opt) {
+  opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
+  opt_check(opt.amt && *opt.amt > 1, "GROUP of a symbolic dim needs an amount: " + opt.str());
+  opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
+  opt_check(!tensor_core, "can't group with tensor cores");
+  opt_check(same_reduce_axes(), "can't group with multiple reduces over different axes");
+  opt_check(!sym_split_of(axis) && !sym_group_axis(axis), "symbolic axis already unrolled or grouped: " + opt.str());
+  check_group_smem(*opt.amt);
+  const int64_t g = *opt.amt, at = first_reduce() + group_for_reduces;
+  for (ShapeTracker& st : sts) {
+    Shape s = st.shape();
+    const bool reduced = s[axis] == 1;
+    s.insert(s.begin() + at, 1);
+    st = st.reshape(s);
+    if (!reduced) s[at] = g, st = st.expand(s);
+  }
+  for (auto& [a, amt] : sym_splits) a += a >= at;
+  for (auto& [a, gr] : sym_groups) a += a >= at, gr += gr >= at;
+  sym_groups.emplace_back(axis + 1, at);
+  group_for_reduces += 1;
+  if (append_opt) applied_opts.push_back(opt);
+}
+
 // An opt on a symbolic axis: UNROLL of a reduce loop by amt lanes splits it (tiles + tail, see
-// KernelInfo); the trackers stay as they are, since N can't be reshaped into N/amt x amt.
+// KernelInfo); the trackers stay as they are, since N can't be reshaped into N/amt x amt. GROUP
+// adds a group axis (apply_sym_group).
 void Kernel::apply_sym_opt(const Opt& opt, int64_t axis, bool append_opt) {
+  if (opt.op == OptOps::GROUP) return apply_sym_group(opt, axis, append_opt);
   opt_check(opt.op == OptOps::UNROLL, "can't apply " + opt.str() + " to a symbolic dim");
   opt_check(opt.amt && *opt.amt > 1 && *opt.amt <= 32, "UNROLL of a symbolic dim needs an amount in 2..32: " + opt.str());
   opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "UNROLL is for reduce loops: " + opt.str());
-  opt_check(!sym_split_of(axis), "symbolic axis already unrolled: " + opt.str());
+  opt_check(!sym_split_of(axis) && !sym_group_axis(axis), "symbolic axis already unrolled or grouped: " + opt.str());
   // with a max below two tiles the tile loop's index folds to 0 and its loads, hoisted out of a
   // loop that may not run, would read past the end
   opt_check(full_shape()[axis] >= 2 * *opt.amt, "symbolic dim's max " + std::to_string(full_shape()[axis]) + " is under two tiles: " + opt.str());
@@ -403,6 +457,8 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
   if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
+  opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !sym_group_axis(axis),
+            "the group axis of a grouped symbolic dim can't be split: " + opt.str());
 
   int64_t amt = -1;
   if (opt.op == OptOps::SWAP) {
@@ -414,17 +470,8 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   }
 
   if (reduceop() && (opt.op == OptOps::GROUP || opt.op == OptOps::GROUPTOP ||
-                     (group_for_reduces && opt.op != OptOps::NOLOCALS && opt.op != OptOps::PADTO))) {
-    const int64_t acc_sz = (*reduceop())->dtype.itemsize();
-    int64_t upcast_sz = 1, local_sz = 1;
-    for (int64_t i = first_upcast(); i < shape_len(); i++)
-      if (full_shape()[i] == sts[out_ref].shape()[i]) upcast_sz *= full_shape()[i];
-    for (int64_t i = first_reduce() - local_dims; i < first_reduce() + group_for_reduces; i++) local_sz *= full_shape()[i];
-    // each reduce of the kernel has its own local buffer
-    const int64_t smem_sz = amt * acc_sz * upcast_sz * local_sz * static_cast<int64_t>(reduceops.size());
-    opt_check(smem_sz <= opts->shared_max,
-              "exceeds maximum shared memory size: needs " + std::to_string(smem_sz) + ", max " + std::to_string(opts->shared_max));
-  }
+                     (group_for_reduces && opt.op != OptOps::NOLOCALS && opt.op != OptOps::PADTO)))
+    check_group_smem(opt.op == OptOps::UNROLL ? 1 : amt);   // (unrolled reduce lanes are summed before the local store)
 
   switch (opt.op) {
     case OptOps::LOCAL:   // cyan
@@ -611,7 +658,7 @@ UOp Kernel::get_optimized_ast() const {
     } else {
       std::vector<UOp> src;
       for (const UOp& s : op->src) src.push_back(fixup(s));
-      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals, sym_splits}.to_arg() : op->arg;
+      Arg arg = op->op == Ops::SINK ? KernelInfo{local_dims, upcasted, dont_use_locals, sym_splits, sym_groups}.to_arg() : op->arg;
       ret = UOp(op->op, op->dtype, src, arg);
     }
     memo.emplace(std::make_pair(op.get(), apply_to_st), ret);

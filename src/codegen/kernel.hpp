@@ -44,14 +44,19 @@ struct Opt {
 };
 
 // What the lowerer needs beyond the ShapeTrackers (tinygrad's KernelInfo); stored as the SINK's
-// arg {local_dims, upcasted, dont_use_locals, then (axis, amt) per split symbolic axis}.
+// arg {local_dims, upcasted, dont_use_locals, n_splits, then (axis, amt) per split symbolic axis,
+// then (axis, group axis) per grouped symbolic axis}.
 // A split symbolic axis (a dim N that is an expression of Variables, which no tracker can reshape
 // into N/amt x amt) is lowered as a loop of N/amt tiles of amt unrolled lanes plus a loop over the
 // N%amt left (a masked tail): see lowerer.cpp.
+// A grouped symbolic axis (GROUP by g) keeps its dim N whole; a group axis of size g (broadcast in
+// every tracker) is added for the threads, and every loop over N is a block-stride loop: thread
+// l takes l, l+g, l+2g, .. < N (a runtime bound per thread, so no tail mask).
 struct KernelInfo {
   int64_t local_dims = 0, upcasted = 0;
   bool dont_use_locals = false;
   std::vector<std::pair<int64_t, int64_t>> sym_splits;   // (axis, amt), axes in the final shape
+  std::vector<std::pair<int64_t, int64_t>> sym_groups;   // (symbolic axis, its group axis)
   Arg to_arg() const;
   static KernelInfo from_arg(const Arg& a);   // a missing arg is the default
 };
@@ -100,6 +105,10 @@ class Kernel {
   // splits its loop into unrolled tiles and a tail (KernelInfo::sym_splits). Axes follow the shape.
   std::vector<std::pair<int64_t, int64_t>> sym_splits;
   std::optional<int64_t> sym_split_of(int64_t axis) const;   // its amt when the axis is split
+  // GROUP of a symbolic reduce axis: (axis, group axis); the group axis (size g, a thread per lane)
+  // was inserted broadcast in every tracker that isn't reduced there (KernelInfo::sym_groups)
+  std::vector<std::pair<int64_t, int64_t>> sym_groups;
+  bool sym_group_axis(int64_t axis) const;   // axis is one of sym_groups' symbolic or group axes
   bool dont_use_locals = false;
 
   // tensor cores (tensor_cores.cpp): set by OptOps::TC
@@ -163,6 +172,8 @@ class Kernel {
   void upcast();
   void apply_opt_(const Opt& opt, bool append_opt);
   void apply_sym_opt(const Opt& opt, int64_t axis, bool append_opt);
+  void apply_sym_group(const Opt& opt, int64_t axis, bool append_opt);
+  void check_group_smem(int64_t amt) const;   // KernelOptError when a group of amt needs too much shared memory
   std::optional<TensorCoreOptions> create_tc_opts(const UOp& reduceop, const TensorCore& tc, int64_t axis, int64_t opt_level);
   bool apply_tc_opt(int64_t use_tensor_cores, int64_t axis, int64_t opt_level);
   bool apply_tensor_cores_at(int64_t use_tensor_cores, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, int64_t level);

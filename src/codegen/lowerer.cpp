@@ -126,10 +126,15 @@ class Lowerer {
     auto slice = [&](int64_t lo, int64_t hi) { return std::vector<int64_t>(full_shape.begin() + lo, full_shape.begin() + hi); };
     first_group_ = first_reduce, end_group_ = first_reduce + group_for_reduces;
     full_shape_ = full_shape, full_sym_ = full_sym;
-    sym_splits_ = ki.sym_splits;
+    sym_splits_ = ki.sym_splits, sym_groups_ = ki.sym_groups;
     for (auto [a, amt] : sym_splits_)
       TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && full_sym[a] && amt > 1,
                 "a split axis is a symbolic reduce loop: axis " + std::to_string(a) + " of " + to_str(full_shape));
+    for (auto [a, g] : sym_groups_)
+      TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && full_sym[a] && !split_of(a) && g >= first_reduce &&
+                    g < first_reduce + group_for_reduces && !full_sym[g],
+                "a grouped axis is a symbolic reduce loop and its group axis a group dim: axes " + std::to_string(a) + ", " +
+                    std::to_string(g) + " of " + to_str(full_shape));
 
     if (opts.has_local) {
       if (ki.dont_use_locals) {
@@ -152,8 +157,13 @@ class Lowerer {
     }
     // Outside the reduces a reduce loop axis is the loop of a full-shape store (a fused softmax's
     // output): a "reduce" range of the linearizer with a high axis so it opens after the reduces' loops.
-    for (int64_t i = first_reduce + group_for_reduces; i < first_upcasted; i++)
+    for (int64_t i = first_reduce + group_for_reduces; i < first_upcasted; i++) {
+      if (auto g = group_of(i)) {   // spread over the group's threads
+        idxs_.push_back(block_stride_loop(i, *g, kOutLoopAxis + i).second);
+        continue;
+      }
       idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, std::vector<int64_t>{kOutLoopAxis + i, 1}));
+    }
     for (int64_t i = first_upcasted; i < n; i++) {
       TG_ASSERT(!full_sym[i], "a symbolic dim can't be upcast");
       std::vector<UOp> cs;
@@ -250,6 +260,9 @@ class Lowerer {
       if (is_group_axis(a) && warp_reduce_) {
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape_[a] / 32)}, std::vector<int64_t>{arg, 1});
         it->second.push_back(Loop{r * iconst(32), r});
+      } else if (auto g = group_of(a)) {
+        auto [r, idx] = block_stride_loop(a, *g, arg);
+        it->second.push_back(Loop{idx, r});
       } else if (auto amt = split_of(a)) {
         const UOp n = dim(a), tiles = n / iconst(*amt);
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::vector<int64_t>{arg, 1});
@@ -270,6 +283,20 @@ class Lowerer {
     for (auto [a, amt] : sym_splits_)
       if (a == axis) return amt;
     return std::nullopt;
+  }
+  std::optional<int64_t> group_of(int64_t axis) const {   // the group axis of a grouped symbolic axis
+    for (auto [a, g] : sym_groups_)
+      if (a == axis) return g;
+    return std::nullopt;
+  }
+  // A loop over symbolic axis a spread over group axis ga's g threads: thread l runs r < (N-l+g-1)/g,
+  // index r*g + l, so it takes l, l+g, .. < N with no mask (consecutive threads read consecutive
+  // elements). (N >= 1 and l < g keep the bound's numerator positive.) Returns (RANGE, index).
+  std::pair<UOp, UOp> block_stride_loop(int64_t a, int64_t ga, int64_t range_axis) const {
+    const UOp g = iconst(full_shape_[ga]), lid = idxs_[ga];
+    const UOp bound = (dim(a) + iconst(full_shape_[ga] - 1) - lid) / g;
+    UOp r(Ops::RANGE, dtypes::int32, {iconst(0), bound}, std::vector<int64_t>{range_axis, 1});
+    return {r, r * g + lid};
   }
 
   UOp lower_buffer_op(const UOp& x, int ctx) {
@@ -426,6 +453,7 @@ class Lowerer {
   std::unordered_map<std::vector<const UOpNode*>, int, CtxKeyHash> ctx_ids_;
   std::unordered_map<const UOpNode*, std::vector<Loop>> loops_;   // REDUCE_AXIS -> its loop per axis
   std::vector<std::pair<int64_t, int64_t>> sym_splits_;   // KernelInfo::sym_splits
+  std::vector<std::pair<int64_t, int64_t>> sym_groups_;   // KernelInfo::sym_groups
   struct KeyHash {
     size_t operator()(const std::pair<const UOpNode*, int>& k) const { return std::hash<const void*>()(k.first) * 31 + k.second; }
   };

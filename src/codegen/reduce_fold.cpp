@@ -97,6 +97,15 @@ O fold_count(const std::vector<UOp>& conds, const UOp& v, const SumVar& q) {
   return gates.empty() ? ret : and_all(gates).where(ret, v.const_like(int64_t{0}));
 }
 
+// a CONTRACT over the axis of EXPAND ex (its arg: (axis, size) pairs)
+bool binds(const UOp& contract, const UOp& ex) {
+  const auto& c = contract->as<std::vector<int64_t>>();
+  const int64_t axis = ex->as<std::vector<int64_t>>()[0];
+  for (size_t i = 0; i + 1 < c.size(); i += 2)
+    if (c[i] == axis) return true;
+  return false;
+}
+
 // v at q = x, every LOAD that now reads at x gated by valid (alt 0)
 O substitute_gated(const UOp& v, const SumVar& q, const UOp& x, const UOp& valid) {
   std::unordered_map<const UOpNode*, UOp> memo;
@@ -108,6 +117,13 @@ O substitute_gated(const UOp& v, const SumVar& q, const UOp& x, const UOp& valid
     if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
     if (!depends_on(u, q)) return memo[u.get()] = u;
     if (u->op == Ops::DEFINE_ACC || u->op == Ops::PHI || u->op == Ops::BARRIER) ok = false;
+    // A nested reduce over the same upcast axis (a row kernel: cross-entropy's gather sums x - max - lse,
+    // and max and lse unroll the row by the same lanes) contracts q.ex's lanes itself: there they are
+    // its own, not q's. Its lanes stay; a use of q's RANGE in it as well can't be told apart: no fold.
+    if (q.ex && u->op == Ops::CONTRACT && binds(u, q.ex)) {
+      if (depends_on(u, q.rng)) ok = false;
+      return memo[u.get()] = u;
+    }
     std::vector<UOp> src;
     for (const UOp& s : u->src) src.push_back(go(s));
     if (u->op == Ops::LOAD) {

@@ -126,6 +126,9 @@ bool Kernel::apply_tensor_cores(int64_t use_tc, const std::optional<std::vector<
 bool Kernel::apply_tensor_cores_at(int64_t use_tc, const std::optional<std::vector<Opt>>& extra_opts, int64_t axis, int64_t level) {
   if (use_tc == 0 || (opts->tensor_cores.empty() && use_tc != 2)) return false;
   const Kernel before = *this;   // a failed attempt leaves no half-applied opts behind
+  // (a symbolic kernel skips failed opts: the TC opt must fail here, else every symbolic kernel
+  // "had tensor cores" and got no other opt)
+  skip_failed_opts = false;
   try {
     apply_opt({OptOps::TC, axis, level});
     if (tensor_core_opts) {
@@ -149,6 +152,7 @@ bool Kernel::apply_tensor_cores_at(int64_t use_tc, const std::optional<std::vect
             }
       }
     }
+    skip_failed_opts = before.skip_failed_opts;
     return true;
   } catch (const KernelOptError&) {
     *this = before;
