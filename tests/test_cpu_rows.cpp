@@ -196,6 +196,7 @@ TEST(CpuRows, ExpOverTheRangeMatchesNoopt) {
 // vector dtypes) and takes three selects (two clamps and the NaN pass-through; tinygrad's masking
 // of the specials took twelve). It is computed once: the sum loop stores exp(x - max) to the output
 // and the store loop rescales it from there (the old code computed it again in the store loop).
+// The sum loop also prefetches the next row (ROW_PREFETCH).
 TEST(CpuRows, SoftmaxExpRendersAsVectorCode) {
   std::unique_ptr<Kernel> k = tgt::cpu_kernel_of({512, 4096}, [](const Tensor& x) { return x.softmax(-1); });
   ASSERT_TRUE(k);
@@ -222,4 +223,6 @@ TEST(CpuRows, SoftmaxExpRendersAsVectorCode) {
   EXPECT_TRUE(reads_out) << "the store loop rescales the stored exp";
   RenderedProgram p = k->to_program();
   EXPECT_NE(p.src.find("__builtin_convertvector"), std::string::npos) << p.src;
+  // the exp loop (compute-bound, from L1) prefetches the next row for the max loop (memory-bound)
+  EXPECT_NE(p.src.find("__builtin_prefetch(data1+"), std::string::npos) << p.src;
 }

@@ -418,6 +418,7 @@ class Lowerer {
       TG_ASSERT(is_true(valid), "a stashed row value's store is masked: " + it->second.second.str());
       extra_stores_.push_back(UOp(Ops::STORE, dtypes::void_, {it->second.first, idx, in}));
     }
+    if (prefetch_rows() && has_transcendental(x->src[0]) && prefetched_.insert(x.get()).second) prefetch_next_row(x, inner);
     std::vector<UOp> src{in};
     std::vector<int64_t> contract_axis;
     for (int64_t a : ra.axes) {
@@ -445,6 +446,40 @@ class Lowerer {
       src[0] = ret;
     }
     return src.size() > 1 ? UOp(Ops::REDUCE, x->dtype, src, alu_op) : ret;
+  }
+
+  // Row prefetch (CPU row kernels): a reduce whose loop computes a transcendental (softmax's and
+  // log_softmax's sum of exp) runs from L1 and is compute-bound, while the max loop of the next row
+  // waits on memory. Its loop prefetches the next row's cache lines of the buffers it reads (one
+  // line per iteration), so the next row's reads overlap this row's exp.
+  bool prefetch_rows() const { return !opts_.has_local && row_kernel_ && sym_splits_.empty() && getenv("ROW_PREFETCH", 1) != 0; }
+  void prefetch_next_row(const UOp& x, int inner) {
+    const int64_t g = first_group_ - 1;   // the innermost loop over rows
+    if (g < 0 || idxs_[g]->op != Ops::RANGE) return;
+    std::vector<UOp> idx = ctxs_[inner].idx;
+    int64_t lanes = 1, last = -1;   // the upcast lanes the reduce contracts per iteration; its last upcast axis
+    for (int64_t a : x->as<ReduceArg>().axes)
+      if (idxs_[a]->op == Ops::EXPAND) lanes *= full_shape_[a], last = std::max(last, a);
+    for (size_t a = 0; a < idx.size(); a++)
+      if (idxs_[a]->op == Ops::EXPAND) idx[a] = iconst(0);
+    idx[g] = idx[g] + iconst(1);
+    std::vector<UOp> work{x->src[0]};
+    std::set<const UOpNode*> seen;
+    std::set<std::pair<const UOpNode*, const UOpNode*>> done;
+    while (!work.empty()) {
+      UOp u = work.back();
+      work.pop_back();
+      if (!seen.insert(u.get()).second || u->op == Ops::REDUCE_AXIS) continue;   // a nested reduce has its own loop
+      for (const UOp& s : u->src) work.push_back(s);
+      if (u->op != Ops::LOAD || u->src[0]->op != Ops::DEFINE_GLOBAL || u->src[1]->op != Ops::SHAPETRACKER) continue;
+      const int64_t line = 64 / std::max<int64_t>(1, u->dtype.itemsize());
+      if (last < 0 || lanes < line) continue;   // under a line per iteration: the hardware prefetcher keeps up
+      for (int64_t j = 0; j < (full_shape_[last] >= line ? full_shape_[last] : 1); j += line) {
+        idx[last] = iconst(j);
+        const UOp p = to_indexed_uops(st_of(u->src[1]), idx).first;
+        if (done.insert({u->src[0].get(), p.get()}).second) extra_stores_.push_back(UOp(Ops::PREFETCH, dtypes::void_, {u->src[0], p}));
+      }
+    }
   }
 
   // WMMA(CONTRACT a, CONTRACT b, 0) over the tensor core's upcast axes; its lanes are EXPANDed back over C's
@@ -502,6 +537,7 @@ class Lowerer {
   // stores its input to; the (reduce, context) pairs already stored; those stores, joined to the SINK
   std::unordered_map<const UOpNode*, std::pair<UOp, UOp>> stash_;
   std::set<std::pair<const UOpNode*, int>> stashed_;
+  std::set<const UOpNode*> prefetched_;   // the reduces whose loops prefetch the next row
   std::vector<UOp> extra_stores_;
   struct KeyHash {
     size_t operator()(const std::pair<const UOpNode*, int>& k) const { return std::hash<const void*>()(k.first) * 31 + k.second; }
