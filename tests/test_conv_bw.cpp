@@ -4,6 +4,9 @@
 // tests/conformance (conv2d/* cases).
 #include <algorithm>
 
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "renderer/cstyle.hpp"
 #include "runtime/buffer.hpp"
 #include "tensor_test_util.hpp"
 
@@ -58,6 +61,11 @@ const std::vector<Conv> kCases = {
     {"conv3d", {1, 2, 5, 4, 6}, {3, 2, 2, 3, 2}, 1, {1}, {1}, {1}},
     {"batch_blocks", {10, 2, 26, 26}, {3, 2, 3, 3}},   // weight gradient reduced in 2 blocks of 5 images
     {"batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, 1, {1}, {1}, {1}},   // 7 blocks of 1
+    // one input channel (beautiful_mnist's conv1): the weight gradient's tile takes the kernel's columns
+    {"cin1_5x5", {3, 1, 28, 28}, {32, 1, 5, 5}},
+    {"cin1_3x3_padded", {2, 1, 14, 14}, {12, 1, 3, 3}, 1, {1}, {1}, {1}},
+    {"cin1_5x5_odd_width", {2, 1, 20, 21}, {8, 1, 5, 5}},   // 17 output columns: no vector accumulators
+    {"cin2_6x6", {2, 2, 21, 21}, {8, 2, 6, 6}},
 };
 
 }  // namespace
@@ -109,4 +117,41 @@ TEST(ConvBackward, NoWindowSizedBuffer) {
   const int64_t windows = 8 * 4 * 10 * 10 * 25;
   EXPECT_GE(largest(false), windows);   // the op-by-op gradient writes them
   EXPECT_LT(largest(true), windows / 4);
+}
+
+// The small-cin cases again with NOOPT=1: the heuristics' tiles (a kernel column axis upcast whole next
+// to 4 output channels) against the plain loops.
+TEST(ConvBackward, SmallCinMatchesNoopt) {
+  for (const Conv& c : kCases) {
+    if (std::string(c.name).rfind("cin", 0) != 0) continue;
+    SCOPED_TRACE(c.name);
+    auto opt = grads(c);
+    std::vector<std::vector<float>> plain;
+    {
+      Context ctx({{"NOOPT", 1}});
+      plain = grads(c);
+    }
+    for (size_t i = 0; i < opt.size(); i++) expect_close(opt[i], plain[i], 1e-4f);
+  }
+}
+
+// beautiful_mnist's conv1 weight gradient (grad_output's channels are strided: no vector axis in the
+// output): 4 output channels x the 5 kernel columns in registers, 20 vector accumulators, where the
+// old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
+TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
+  w.requires_grad_();
+  (x.conv2d(w) * r).sum().backward();
+  std::vector<ScheduleItem> s = w.grad()->schedule();
+  const ScheduleItem* gemm = nullptr;   // the kernel reading x and grad_output (the other sums its blocks)
+  for (const ScheduleItem& si : s)
+    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = &si;
+  ASSERT_NE(gemm, nullptr);
+  ClangRenderer ren;
+  Kernel k(Access::uop(gemm->ast), ren);
+  k.hand_coded_optimizations();
+  int accs = 0;
+  for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC;
+  EXPECT_EQ(accs, 20) << "4 output channels x 5 kernel columns";
 }
