@@ -8,6 +8,7 @@
 #include "codegen/kernel.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/buffer.hpp"
+#include "shape/shapetracker_arg.hpp"
 #include "tensor_test_util.hpp"
 
 using namespace tg;
@@ -154,4 +155,28 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   int accs = 0;
   for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC;
   EXPECT_EQ(accs, 20) << "4 output channels x 5 kernel columns";
+}
+
+// A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds
+// of its schedule are about the forward's (here 81/64 of them: 9x9 positions per phase against 8x8
+// outputs), where the conv over the dilated grad_output did 17x17 positions of every tap (4.5x).
+TEST(ConvBackward, StridedInputGradientSkipsTheZeros) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({2, 8, 17, 17}, o), w = Tensor::empty({8, 8, 3, 3}, o), r = Tensor::empty({2, 8, 8, 8}, o);
+  x.requires_grad_();
+  (x.conv2d(w, std::nullopt, 1, {2}) * r).sum().backward();
+  int64_t macs = 0;
+  for (const ScheduleItem& si : x.grad()->schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    for (const UOp& u : Access::uop(si.ast).toposort()) {
+      if (u->op != Ops::REDUCE_AXIS || !is_alu(u->src[0], BinaryOps::MUL)) continue;
+      int64_t n = 0;   // the reduce's full shape: its biggest tracker's
+      for (const UOp& t : u->src[0].toposort())
+        if (t->op == Ops::SHAPETRACKER) n = std::max(n, prod(st_of(t).shape()));
+      macs += n;
+    }
+  }
+  const int64_t forward = int64_t{2} * 8 * 8 * 8 * 8 * 9;
+  EXPECT_LE(macs, forward * 3 / 2) << "multiply-adds " << macs << " vs the forward's " << forward;
+  EXPECT_GE(macs, forward);
 }

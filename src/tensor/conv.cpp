@@ -8,7 +8,10 @@
 //   grad input  = conv(grad_out dilated by the stride and padded by d*(k-1), weight flipped and
 //                 with in/out channels swapped per group), stride 1, the forward's dilation;
 //   grad weight = SUM over (n, *out) of the input's window view times grad_out.
-// FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+// A strided conv (dilation 1) takes its input gradient by phases instead (strided_input_grad: one
+// stride-1 conv per input phase, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
+// keeps the dilated one). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+#include <algorithm>
 #include <numeric>
 
 #include "tensor/function.hpp"
@@ -81,6 +84,87 @@ Tensor dilate(const Tensor& t, const Shape& s) {
   }
   return t.reshape(r).pad(p).reshape(r2).shrink(sh);
 }
+// The kernel's taps r, r+s, r+2s, ... along each spatial dim (the last n): the sub-kernel a strided
+// conv applies to the inputs at positions = r (mod s). kr[j] taps along dim j (at least one).
+Tensor kernel_phase(const Tensor& w, const Shape& s, const Shape& r, const Shape& kr) {
+  const size_t n = s.size(), lead = w.shape().size() - n;
+  Tensor t = w;
+  for (size_t j = 0; j < n; j++) {
+    const int64_t k = t.shape()[lead + j], kmax = (k + s[j] - 1) / s[j];
+    std::vector<std::pair<int64_t, int64_t>> p(t.shape().size(), {0, 0});
+    p[lead + j] = {0, kmax * s[j] - k};
+    Shape split = t.shape();
+    split[lead + j] = kmax;
+    split.insert(split.begin() + static_cast<int64_t>(lead + j) + 1, s[j]);
+    std::vector<std::pair<int64_t, int64_t>> sh;
+    for (int64_t d : split) sh.push_back({0, d});
+    sh[lead + j] = {0, kr[j]};
+    sh[lead + j + 1] = {r[j], r[j] + 1};
+    Shape merged = t.shape();
+    merged[lead + j] = kr[j];
+    t = t.pad(p).reshape(split).shrink(sh).reshape(merged);
+  }
+  return t;
+}
+
+// The input gradient of a strided conv (dilation 1), split by the input position's phase: the
+// positions y = r (mod s) of the padded input only meet the taps k = r (mod s), so each phase is
+// a stride-1 conv of grad_output itself (not dilated) with that sub-kernel, and the phases
+// interleave back into dx. The multiply-adds are the useful ones: the dilated grad_output's path
+// did s^n times more, all but one in s^n against its inserted zeros.
+Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, const Shape& pad2d, int groups, const Shape& s) {
+  const size_t n = s.size();
+  const int64_t bs = g.shape()[0], cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
+  const Shape K(w.shape().begin() + 2, w.shape().end()), O(g.shape().begin() + 2, g.shape().end());
+  Shape L(n), lo(n), kmax(n);   // per dim: phase length (positions of the padded input / s), left padding, most taps
+  for (size_t j = 0; j < n; j++) {
+    const auto [pl, pr] = side_pads(pad2d, n, j);
+    lo[j] = pl;
+    L[j] = (in[j] + pl + pr + s[j] - 1) / s[j];
+    kmax[j] = (K[j] + s[j] - 1) / s[j];
+  }
+  // grad_output padded once: by the most taps less one on the left, and on the right as far as every
+  // phase's window of it reaches. Each phase's conv then yields its L positions (the ones past the
+  // grad's reach read zeros): an output as wide for every phase, not O + taps - 1 (an odd 11 left a
+  // 1x1 phase without a vector axis, 6x slower).
+  std::vector<std::pair<int64_t, int64_t>> gpad;
+  for (size_t j = 0; j < n; j++) gpad.push_back({kmax[j] - 1, std::max<int64_t>(kmax[j] - 1, L[j] - O[j])});
+  const Tensor gp = pad_or_cut(g, gpad).contiguous();
+  std::vector<int> flips;
+  for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+  Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
+  std::optional<Tensor> dx;
+  Shape r(n, 0);
+  for (bool more = true; more;) {
+    Shape kr(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
+    if (taps) {
+      Shape wrj = wr, wtj = wt;
+      wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
+      const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
+      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n);
+      for (size_t j = 0; j < n; j++) win[2 + j] = std::pair<int64_t, int64_t>{kmax[j] - kr[j], kmax[j] - 1 + L[j]};
+      Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+      // (bs, groups*cin, *L), each position in a 1-long slot at its phase among s
+      Shape slots{bs, groups * cin};
+      std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
+      for (size_t j = 0; j < n; j++) slots.insert(slots.end(), {L[j], 1}), place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
+      part = part.reshape(slots).pad(place);
+      dx = dx ? *dx + part : part;
+    }
+    more = false;   // the next phase, the last dim fastest
+    for (size_t j = n; j-- > 0;) {
+      if (++r[j] < s[j]) { more = true; break; }
+      r[j] = 0;
+    }
+  }
+  Shape full{bs, groups * cin};
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
+  for (size_t j = 0; j < n; j++) full.push_back(L[j] * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{lo[j], lo[j] + in[j]};
+  TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
+  return detail::slice_pad(dx->reshape(full), crop);
+}
 }  // namespace
 
 LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
@@ -98,7 +182,12 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   const Shape& s = args_.stride;
   const Shape& d = args_.dilation;
   LazyBufferPtr dx, dw;
-  if (needs_input_grad[0]) {
+  bool strided = false, dilated = false;
+  for (size_t j = 0; j < n; j++) strided |= s[j] > 1, dilated |= d[j] > 1;
+  if (needs_input_grad[0] && strided && !dilated && getenv("CONV_BW_PHASES", 1)) {
+    const Shape in(x.shape().begin() + 2, x.shape().end());
+    dx = detail::lb(strided_input_grad(g, w, in, args_.pad, groups, s));
+  } else if (needs_input_grad[0]) {
     // dx_pad[y] = sum_k g_dilated[y - k*d] * w[k]: with the kernel flipped, a stride-1 conv of g_dilated
     // padded by d*(k-1) on both sides. The forward's padding (and the rows past the last window a
     // stride leaves unread) move into that padding, so the conv's output is dx itself.
