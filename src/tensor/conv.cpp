@@ -165,6 +165,102 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
   return detail::slice_pad(dx->reshape(full), crop);
 }
+// dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d] (xp: the padded input), as a GEMM
+// with co the unit-stride output axis (a GEMM's N: grad_output is its B operand, read one co panel at a
+// time) and the reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose
+// partial sums add up in a second small kernel: one block's B panel then stays in cache.
+Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, const Shape& d, int groups, int64_t cout) {
+  const size_t n = K.size();
+  const int64_t bs = xp.shape()[0], cin = xp.shape()[1] / groups, rcout = cout / groups;
+  Shape O(g.shape().begin() + 2, g.shape().end());
+  int64_t per_image = 1;
+  for (int64_t v : O) per_image *= v;
+  int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
+  for (int64_t b = 1; b <= bs; b++)
+    if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
+  const int64_t nb = bs / blk;
+  Tensor xw = detail::pool(xp, K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
+  // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
+  Shape xr{nb, blk, groups, cin}, gr{nb, blk, groups, 1};
+  xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(1);
+  gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1), gr.push_back(rcout);
+  std::vector<int> glast{0, 1, 2};   // (nb, blk, groups, rcout, *o) -> (nb, blk, groups, *o, rcout)
+  for (size_t j = 0; j < n; j++) glast.push_back(static_cast<int>(4 + j));
+  glast.push_back(3);
+  Shape gsplit{nb, blk, groups, rcout};
+  gsplit.insert(gsplit.end(), O.begin(), O.end());
+  std::vector<int> red{1};
+  for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
+  Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
+  std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
+  for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
+  Shape out{cout, cin};
+  out.insert(out.end(), K.begin(), K.end());
+  return part.sum(0).permute(co_first).reshape(out);
+}
+
+// The weight gradient of a strided conv (dilation 1) by phases: the taps k = r (mod s) only read the
+// padded input at positions = r (mod s), so each phase is a stride-1 weight gradient over that
+// phase's subsampled input (copied once, 1/s^n of x) with those taps; the taps interleave back.
+// The strided windows' loads (a gather per vector) were 4-5x slower than the GEMM path.
+Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
+  const size_t n = K.size();
+  const Shape O(g.shape().begin() + 2, g.shape().end()), P(xp.shape().begin() + 2, xp.shape().end());
+  Shape kmax(n);
+  for (size_t j = 0; j < n; j++) kmax[j] = (K[j] + s[j] - 1) / s[j];
+  // the padded input split by phase once, one copy: (*s, bs, c, *L), L = ceil(P / s) positions per phase
+  Shape L(n), split{xp.shape()[0], xp.shape()[1]};
+  std::vector<std::pair<int64_t, int64_t>> to_whole;
+  std::vector<int> phase_first;
+  for (size_t j = 0; j < n; j++) {
+    L[j] = (P[j] + s[j] - 1) / s[j];
+    to_whole.push_back({0, L[j] * s[j] - P[j]});
+    split.insert(split.end(), {L[j], s[j]});
+    phase_first.push_back(static_cast<int>(3 + 2 * j));
+  }
+  phase_first.insert(phase_first.end(), {0, 1});
+  for (size_t j = 0; j < n; j++) phase_first.push_back(static_cast<int>(2 + 2 * j));
+  const Tensor xs = pad_or_cut(xp, to_whole).reshape(split).permute(phase_first).contiguous();
+  std::optional<Tensor> dw;
+  Shape r(n, 0);
+  for (bool more = true; more;) {
+    Shape kr(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
+    if (taps) {
+      // x_r[y] = xp[y*s + r] for the O + kr - 1 positions the phase's windows read: a view of xs
+      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(n + 2 + n);
+      for (size_t j = 0; j < n; j++) {
+        win[j] = std::pair<int64_t, int64_t>{r[j], r[j] + 1};
+        win[n + 2 + j] = std::pair<int64_t, int64_t>{0, O[j] + kr[j] - 1};
+      }
+      Shape xshape{xp.shape()[0], xp.shape()[1]};
+      for (size_t j = 0; j < n; j++) xshape.push_back(O[j] + kr[j] - 1);
+      const Tensor xr = detail::slice_pad(xs, win).reshape(xshape);
+      Tensor part = weight_grad(xr, g, kr, Shape(n, 1), Shape(n, 1), groups, cout);   // (cout, cin, *kr)
+      // tap j of the phase is tap r + s*j: kr -> kmax taps, each in a 1-long slot at r among s
+      Shape slots{part.shape()[0], part.shape()[1]};
+      std::vector<std::pair<int64_t, int64_t>> fill{{0, 0}, {0, 0}}, place{{0, 0}, {0, 0}};
+      for (size_t j = 0; j < n; j++) {
+        fill.push_back({0, kmax[j] - kr[j]});
+        slots.insert(slots.end(), {kmax[j], 1});
+        place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
+      }
+      part = part.pad(fill).reshape(slots).pad(place);
+      dw = dw ? *dw + part : part;
+    }
+    more = false;   // the next phase, the last dim fastest
+    for (size_t j = n; j-- > 0;) {
+      if (++r[j] < s[j]) { more = true; break; }
+      r[j] = 0;
+    }
+  }
+  TG_ASSERT(dw.has_value(), "conv backward: a strided conv with no kernel taps");
+  Shape full{dw->shape()[0], dw->shape()[1]};
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
+  for (size_t j = 0; j < n; j++) full.push_back(kmax[j] * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{0, K[j]};
+  return detail::slice_pad(dw->reshape(full), crop);
+}
 }  // namespace
 
 LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
@@ -210,36 +306,9 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
   }
   if (needs_input_grad[1]) {
-    // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d], as a GEMM with co the unit-stride
-    // output axis (a GEMM's N: grad_output is its B operand, read one co panel at a time) and the
-    // reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose partial sums
-    // add up in a second small kernel: one block's B panel then stays in cache.
-    const int64_t bs = x.shape()[0];
-    Shape O(g.shape().begin() + 2, g.shape().end());
-    int64_t per_image = 1;
-    for (int64_t v : O) per_image *= v;
-    int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
-    for (int64_t b = 1; b <= bs; b++)
-      if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
-    const int64_t nb = bs / blk;
-    Tensor xw = detail::pool(x.pad2d(args_.pad), K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
-    // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
-    Shape xr{nb, blk, groups, cin}, gr{nb, blk, groups, 1};
-    xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(1);
-    gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1), gr.push_back(rcout);
-    std::vector<int> glast{0, 1, 2};   // (nb, blk, groups, rcout, *o) -> (nb, blk, groups, *o, rcout)
-    for (size_t j = 0; j < n; j++) glast.push_back(static_cast<int>(4 + j));
-    glast.push_back(3);
-    Shape gsplit{nb, blk, groups, rcout};
-    gsplit.insert(gsplit.end(), O.begin(), O.end());
-    std::vector<int> red{1};
-    for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
-    Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
-    std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
-    for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
-    Shape out{cout, cin};
-    out.insert(out.end(), K.begin(), K.end());
-    dw = detail::lb(part.sum(0).permute(co_first).reshape(out));
+    const Tensor xp = x.pad2d(args_.pad);
+    dw = detail::lb(strided && !dilated && getenv("CONV_BW_PHASES", 1) ? strided_weight_grad(xp, g, K, s, groups, cout)
+                                                                       : weight_grad(xp, g, K, s, d, groups, cout));
   }
   return {dx, dw};
 }
