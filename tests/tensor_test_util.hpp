@@ -2,9 +2,15 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <vector>
 
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "renderer/cstyle.hpp"
 #include "tg/tg.hpp"
 
 namespace tgt {
@@ -19,5 +25,21 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
     else EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
   }
+}
+
+// The one CPU kernel of f(x) for an unrealized x of shape s (a row kernel: softmax, layernorm), with
+// the hand-coded opts applied; linearize() or to_program() it to look at its loops or its C.
+inline std::unique_ptr<tg::Kernel> cpu_kernel_of(const tg::Shape& s, const std::function<Tensor(const Tensor&)>& f) {
+  static const tg::ClangRenderer ren;
+  Tensor x = Tensor::empty(s, tg::Opts{tg::dtypes::float32, "CPU", false});
+  std::vector<tg::ScheduleItem> sched = f(x).schedule();
+  std::erase_if(sched, [](const tg::ScheduleItem& si) { return si.kind != tg::MetaOps::KERNEL; });
+  if (sched.size() != 1) {
+    ADD_FAILURE() << "expected one kernel, got " << sched.size();
+    return nullptr;
+  }
+  auto k = std::make_unique<tg::Kernel>(tg::Access::uop(sched[0].ast), ren);
+  k->hand_coded_optimizations();
+  return k;
 }
 }  // namespace tgt

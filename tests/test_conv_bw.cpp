@@ -4,7 +4,11 @@
 // tests/conformance (conv2d/* cases).
 #include <algorithm>
 
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "renderer/cstyle.hpp"
 #include "runtime/buffer.hpp"
+#include "shape/shapetracker_arg.hpp"
 #include "tensor_test_util.hpp"
 
 using namespace tg;
@@ -58,6 +62,11 @@ const std::vector<Conv> kCases = {
     {"conv3d", {1, 2, 5, 4, 6}, {3, 2, 2, 3, 2}, 1, {1}, {1}, {1}},
     {"batch_blocks", {10, 2, 26, 26}, {3, 2, 3, 3}},   // weight gradient reduced in 2 blocks of 5 images
     {"batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, 1, {1}, {1}, {1}},   // 7 blocks of 1
+    // one input channel (beautiful_mnist's conv1): the weight gradient's tile takes the kernel's columns
+    {"cin1_5x5", {3, 1, 28, 28}, {32, 1, 5, 5}},
+    {"cin1_3x3_padded", {2, 1, 14, 14}, {12, 1, 3, 3}, 1, {1}, {1}, {1}},
+    {"cin1_5x5_odd_width", {2, 1, 20, 21}, {8, 1, 5, 5}},   // 17 output columns: no vector accumulators
+    {"cin2_6x6", {2, 2, 21, 21}, {8, 2, 6, 6}},
 };
 
 }  // namespace
@@ -109,4 +118,65 @@ TEST(ConvBackward, NoWindowSizedBuffer) {
   const int64_t windows = 8 * 4 * 10 * 10 * 25;
   EXPECT_GE(largest(false), windows);   // the op-by-op gradient writes them
   EXPECT_LT(largest(true), windows / 4);
+}
+
+// The small-cin cases again with NOOPT=1: the heuristics' tiles (a kernel column axis upcast whole next
+// to 4 output channels) against the plain loops.
+TEST(ConvBackward, SmallCinMatchesNoopt) {
+  for (const Conv& c : kCases) {
+    if (std::string(c.name).rfind("cin", 0) != 0) continue;
+    SCOPED_TRACE(c.name);
+    auto opt = grads(c);
+    std::vector<std::vector<float>> plain;
+    {
+      Context ctx({{"NOOPT", 1}});
+      plain = grads(c);
+    }
+    for (size_t i = 0; i < opt.size(); i++) expect_close(opt[i], plain[i], 1e-4f);
+  }
+}
+
+// beautiful_mnist's conv1 weight gradient (grad_output's channels are strided: no vector axis in the
+// output): 4 output channels x the 5 kernel columns in registers, 20 vector accumulators, where the
+// old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
+TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
+  w.requires_grad_();
+  (x.conv2d(w) * r).sum().backward();
+  std::vector<ScheduleItem> s = w.grad()->schedule();
+  const ScheduleItem* gemm = nullptr;   // the kernel reading x and grad_output (the other sums its blocks)
+  for (const ScheduleItem& si : s)
+    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = &si;
+  ASSERT_NE(gemm, nullptr);
+  ClangRenderer ren;
+  Kernel k(Access::uop(gemm->ast), ren);
+  k.hand_coded_optimizations();
+  int accs = 0;
+  for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC;
+  EXPECT_EQ(accs, 20) << "4 output channels x 5 kernel columns";
+}
+
+// A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds
+// of its schedule are about the forward's (here 81/64 of them: 9x9 positions per phase against 8x8
+// outputs), where the conv over the dilated grad_output did 17x17 positions of every tap (4.5x).
+TEST(ConvBackward, StridedInputGradientSkipsTheZeros) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({2, 8, 17, 17}, o), w = Tensor::empty({8, 8, 3, 3}, o), r = Tensor::empty({2, 8, 8, 8}, o);
+  x.requires_grad_();
+  (x.conv2d(w, std::nullopt, 1, {2}) * r).sum().backward();
+  int64_t macs = 0;
+  for (const ScheduleItem& si : x.grad()->schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    for (const UOp& u : Access::uop(si.ast).toposort()) {
+      if (u->op != Ops::REDUCE_AXIS || !is_alu(u->src[0], BinaryOps::MUL)) continue;
+      int64_t n = 0;   // the reduce's full shape: its biggest tracker's
+      for (const UOp& t : u->src[0].toposort())
+        if (t->op == Ops::SHAPETRACKER) n = std::max(n, prod(st_of(t).shape()));
+      macs += n;
+    }
+  }
+  const int64_t forward = int64_t{2} * 8 * 8 * 8 * 8 * 9;
+  EXPECT_LE(macs, forward * 3 / 2) << "multiply-adds " << macs << " vs the forward's " << forward;
+  EXPECT_GE(macs, forward);
 }

@@ -13,6 +13,7 @@
 #include "codegen/kernel.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
+#include "tensor_test_util.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
@@ -94,6 +95,48 @@ TEST(CpuRows, SoftmaxAndLogSoftmaxMatchNooptAndFloat64) {
     }
 }
 
+// Exp once: the fused softmax stores exp(x - max) from its sum loop and rescales it in the store
+// loop. Against the same kernel computing the exp twice (ROW_STASH=0, bit for bit up to the C
+// compiler's contraction) and against the unfused kernels (FUSE_ROWS=0), over odd rows, rows with
+// no loop (all upcast), 1-long axes, transposed and strided inputs, a middle axis, an epilogue.
+TEST(CpuRows, StashedExpMatchesRecomputed) {
+  struct Case {
+    std::string name;
+    Shape shape;
+    std::function<Tensor(const Tensor&)> fn;
+  };
+  const std::vector<Case> cases = {
+      {"rows of 3 (upcast, no loop)", {5, 3}, [](const Tensor& x) { return x.softmax(-1); }},
+      {"rows of 17", {6, 17}, [](const Tensor& x) { return x.softmax(-1); }},
+      {"rows of 4097", {3, 4097}, [](const Tensor& x) { return x.softmax(-1); }},
+      {"1-long axes", {2, 1, 3, 1, 33}, [](const Tensor& x) { return x.softmax(-1); }},
+      {"transposed", {40, 9}, [](const Tensor& x) { return x.T().softmax(-1); }},
+      {"axis 0 (strided rows)", {37, 5}, [](const Tensor& x) { return x.softmax(0); }},
+      {"middle axis", {4, 13, 6}, [](const Tensor& x) { return x.softmax(1); }},
+      {"strided slice", {8, 70}, [](const Tensor& x) { return x.shrink({{1, 7}, {3, 67}}).softmax(-1); }},
+      {"epilogue", {9, 130}, [](const Tensor& x) { return x.softmax(-1) * 3.f + 1.f; }},
+      {"exp over sum of exp", {9, 130}, [](const Tensor& x) { Tensor e = (x - x.max(-1, true)).exp(); return e / e.sum(-1, true); }},
+  };
+  for (const Case& c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    std::vector<float> v = data(1, n, 20.f, uint32_t(n));
+    for (float& x : v) x = std::isinf(x) ? -5.f : x;
+    auto go = [&](const std::string& var, int64_t val) {
+      Context ctx{{var, val}};
+      return c.fn(Tensor::from<float>(v, c.shape, Opts{dtypes::float32, "CPU", false})).tolist<float>();
+    };
+    const std::vector<float> once = go("ROW_STASH", 1), twice = go("ROW_STASH", 0), unfused = go("FUSE_ROWS", 0),
+                             noopt = go("NOOPT", 1);
+    ASSERT_EQ(once.size(), unfused.size()) << c.name;
+    for (size_t i = 0; i < once.size(); i++) {
+      EXPECT_NEAR(once[i], twice[i], 1e-7f * std::fabs(twice[i])) << c.name << " at " << i;
+      EXPECT_NEAR(once[i], unfused[i], 1e-9f + 2e-6f * std::fabs(unfused[i])) << c.name << " at " << i;
+      EXPECT_NEAR(once[i], noopt[i], 1e-9f + 2e-6f * std::fabs(noopt[i])) << c.name << " at " << i;
+    }
+  }
+}
+
 TEST(CpuRows, LayernormMatchesNooptAndFloat64) {
   for (const Shape& s : kShapes) {
     if (s[1] == 1) continue;   // a 1-long row normalizes to 0/sqrt(eps): covered by the conformance suite
@@ -149,18 +192,15 @@ TEST(CpuRows, ExpOverTheRangeMatchesNoopt) {
   }
 }
 
-// The C of a softmax row kernel: the exp in the sum and store loops is vector code (its int
-// conversion and its selects have vector dtypes) and takes three selects (two clamps and the NaN
-// pass-through; tinygrad's masking of the specials took twelve).
+// The C of a softmax row kernel: the exp is vector code (its int conversion and its selects have
+// vector dtypes) and takes three selects (two clamps and the NaN pass-through; tinygrad's masking
+// of the specials took twelve). It is computed once: the sum loop stores exp(x - max) to the output
+// and the store loop rescales it from there (the old code computed it again in the store loop).
+// The sum loop also prefetches the next row (ROW_PREFETCH).
 TEST(CpuRows, SoftmaxExpRendersAsVectorCode) {
-  Tensor x = Tensor::empty({512, 4096}, Opts{dtypes::float32, "CPU", false});
-  std::vector<ScheduleItem> s = x.softmax(-1).schedule();
-  std::erase_if(s, [](const ScheduleItem& si) { return si.kind != MetaOps::KERNEL; });
-  ASSERT_EQ(s.size(), 1u);
-  ClangRenderer ren;
-  Kernel k(Access::uop(s[0].ast), ren);
-  k.hand_coded_optimizations();
-  const std::vector<UOp>& uops = k.linearize();
+  std::unique_ptr<Kernel> k = tgt::cpu_kernel_of({512, 4096}, [](const Tensor& x) { return x.softmax(-1); });
+  ASSERT_TRUE(k);
+  const std::vector<UOp>& uops = k->linearize();
   int depth = 0, vector_wheres = 0, scalar_wheres = 0, vector_f2i = 0, scalar_f2i = 0;
   for (const UOp& u : uops) {
     if (u->op == Ops::RANGE) depth++;
@@ -172,8 +212,17 @@ TEST(CpuRows, SoftmaxExpRendersAsVectorCode) {
   }
   EXPECT_EQ(scalar_wheres, 0);
   EXPECT_EQ(scalar_f2i, 0);
-  EXPECT_EQ(vector_f2i, 2) << "one exp in the sum loop, one in the store loop";
-  EXPECT_LE(vector_wheres, 2 * 3 + 1) << "three selects per exp (the max reduce may add one)";
-  RenderedProgram p = k.to_program();
+  EXPECT_EQ(vector_f2i, 1) << "one exp, in the sum loop";
+  EXPECT_LE(vector_wheres, 3 + 1) << "three selects per exp (the max reduce may add one)";
+  // the store loop (the last loop) loads the output buffer: the exp stored by the sum loop
+  auto last_range = std::find_if(uops.rbegin(), uops.rend(), [](const UOp& u) { return u->op == Ops::RANGE; });
+  ASSERT_NE(last_range, uops.rend());
+  bool reads_out = false;
+  for (auto it = last_range.base(); it != uops.end(); ++it)
+    reads_out |= (*it)->op == Ops::LOAD && (*it)->src[0]->op == Ops::DEFINE_GLOBAL && (*it)->src[0]->as<int64_t>() == 0;
+  EXPECT_TRUE(reads_out) << "the store loop rescales the stored exp";
+  RenderedProgram p = k->to_program();
   EXPECT_NE(p.src.find("__builtin_convertvector"), std::string::npos) << p.src;
+  // the exp loop (compute-bound, from L1) prefetches the next row for the max loop (memory-bound)
+  EXPECT_NE(p.src.find("__builtin_prefetch(data1+"), std::string::npos) << p.src;
 }

@@ -15,6 +15,7 @@
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
+#include "tensor_test_util.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
@@ -251,14 +252,9 @@ TEST(FuseRows, ContiguousReduceIsStillStored) {
 }
 
 TEST(FuseRows, CpuLoopStructure) {
-  Tensor x = Tensor::empty({256, 1024}, Opts{dtypes::float32, "CPU", false});
-  std::vector<ScheduleItem> s = x.softmax(-1).schedule();
-  std::erase_if(s, [](const ScheduleItem& si) { return si.kind != MetaOps::KERNEL; });
-  ASSERT_EQ(s.size(), 1u);
-  ClangRenderer ren;
-  Kernel k(Access::uop(s[0].ast), ren);
-  k.hand_coded_optimizations();
-  const std::vector<UOp>& uops = k.linearize();
+  std::unique_ptr<Kernel> k = tgt::cpu_kernel_of({256, 1024}, [](const Tensor& x) { return x.softmax(-1); });
+  ASSERT_TRUE(k);
+  const std::vector<UOp>& uops = k->linearize();
   int depth = 0, max_depth = 0, loops = 0;
   for (const UOp& u : uops) {
     if (u->op == Ops::RANGE) loops++, max_depth = std::max(max_depth, ++depth);

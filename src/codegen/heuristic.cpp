@@ -463,6 +463,19 @@ bool cpu_transpose_tile(Kernel& k) {
   return true;
 }
 
+// the last reduce axis is contiguous (or broadcast) in every input and a multiple of a vector's lanes
+// or half of them: cpu_optimizations unrolls it into vector accumulators when the output has no vector axis
+bool reduce_unrolls_as_vectors(const Kernel& k, int64_t lanes) {
+  if (k.first_reduce() >= k.first_upcast() || lanes < 4) return false;
+  const int64_t raxis = static_cast<int64_t>(k.full_unupcasted_shape().size()) - 1;
+  if (k.symbolic_axis(raxis) || k.full_shape()[raxis] % (lanes / 2) != 0) return false;
+  for (size_t i = 1; i < k.bufs.size(); i++) {
+    auto st = stride_of(k, i, raxis);
+    if (!st || (*st != 0 && *st != 1) || k.axis_is_masked(i, raxis)) return false;
+  }
+  return true;
+}
+
 void cpu_optimizations(Kernel& k) {
   upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
@@ -508,7 +521,22 @@ void cpu_optimizations(Kernel& k) {
   if (!choices.empty()) {
     int64_t axis = std::get<1>(choices[0]);
     if (k.first_reduce() < fr_before && axis > *vaxis) axis -= 1;   // the vector axis was upcast whole and dropped
-    k.apply_opt({OptOps::UPCAST, axis, largest_divisor(k.full_shape()[axis], {8, 4, 3})});
+    // Without a vector axis (a conv weight gradient whose output channels are strided in grad_output:
+    // the vectors run along the reduce's contiguous axis instead), a second short reuse axis joins the
+    // tile whole (a 5-wide kernel's kx): 4 x 5 accumulators load 4 + 5 vectors per 20 FMAs where 8 x 1
+    // loaded 9 per 8 (beautiful_mnist's conv1 weight gradient: 2x per core).
+    int64_t second = -1;
+    if (!vaxis && getenv("CPU_TILE2", 1) && k.full_shape()[axis] % 4 == 0 && reduce_unrolls_as_vectors(k, lanes))
+      for (int64_t a = k.first_reduce() - 1; a >= 0 && second < 0; a--)
+        if (a != axis && reuses(a) && k.full_shape()[a] >= 3 && k.full_shape()[a] <= 6)
+          second = a;
+    if (second >= 0) {
+      const int64_t len = k.first_reduce();
+      k.apply_opt({OptOps::UPCAST, axis, 4});
+      k.apply_opt({OptOps::UPCAST, second - (second > axis && k.first_reduce() < len ? 1 : 0), 0});   // (axis may drop out)
+    } else {
+      k.apply_opt({OptOps::UPCAST, axis, largest_divisor(k.full_shape()[axis], {8, 4, 3})});
+    }
   }
   if (vaxis && !choices.empty()) swap_for_l2(k, vector_inputs);
   // small reduce loops are unrolled (conv windows); a long one over contiguous memory, when the

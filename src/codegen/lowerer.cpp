@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "codegen/kernel.hpp"
@@ -78,6 +79,40 @@ bool vector_acc_ok(DType dt) {
 }
 
 bool is_true(const UOp& v) { return v->op == Ops::CONST && v->dtype == dtypes::bool_ && const_to_int(v.const_value()) == 1; }
+
+// a transcendental op (exp2, log2, sin): costly enough on the CPU that storing its result and
+// reading it back from L1 beats computing it again
+bool has_transcendental(const UOp& root) {
+  std::vector<UOp> work{root};
+  std::unordered_map<const UOpNode*, bool> seen;
+  while (!work.empty()) {
+    UOp u = work.back();
+    work.pop_back();
+    if (!seen.emplace(u.get(), true).second || u->op == Ops::REDUCE_AXIS) continue;
+    if (u->op == Ops::ALU && u->is<UnaryOps>() &&
+        (u->as<UnaryOps>() == UnaryOps::EXP2 || u->as<UnaryOps>() == UnaryOps::LOG2 || u->as<UnaryOps>() == UnaryOps::SIN))
+      return true;
+    for (const UOp& x : u->src) work.push_back(x);
+  }
+  return false;
+}
+
+// root with every use of `from` outside a REDUCE_AXIS replaced by `to` (nullopt: none)
+std::optional<UOp> replace_outside_reduces(const UOp& root, const UOp& from, const UOp& to) {
+  std::unordered_map<const UOpNode*, UOp> memo;
+  bool found = false;
+  auto go = [&](auto&& self, const UOp& u) -> UOp {
+    if (u.get() == from.get()) return found = true, to;
+    if (u->op == Ops::REDUCE_AXIS || u->src.empty()) return u;
+    if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
+    std::vector<UOp> src;
+    bool changed = false;
+    for (const UOp& x : u->src) changed |= (src.push_back(self(self, x)), src.back().get() != x.get());
+    return memo[u.get()] = changed ? UOp(u->op, u->dtype, src, u->arg) : u;
+  };
+  UOp ret = go(go, root);
+  return found ? std::optional<UOp>(ret) : std::nullopt;
+}
 
 class Lowerer {
  public:
@@ -209,6 +244,38 @@ class Lowerer {
     UOp ret = lower(x, ctx);
     cache_.emplace(key, ret);
     return ret;
+  }
+
+  // Exp once (CPU row kernels): a full-shape output whose value reuses a costly sum's input
+  // (softmax: e * 1/sum(e), e = exp(x - max)) stores e from the sum's loop and reads it back in the
+  // output loop (from L1: the row was just written) instead of computing it again. The output
+  // buffer must take e's dtype and be a plain store of the full shape (every element written by
+  // the sum's loop before the output loop reads it back). Returns the AST to lower.
+  UOp stash_row_values(const UOp& ast) {
+    if (opts_.has_local || !row_kernel_ || getenv("ROW_STASH", 1) == 0) return ast;
+    std::vector<UOp> stores = ast->src;
+    bool changed = false;
+    for (UOp& s : stores) {
+      const UOp &buf = s->src[0], &st = s->src[1], &val = s->src[2];
+      if (buf->op != Ops::DEFINE_GLOBAL || st->op != Ops::SHAPETRACKER || buf->dtype.base() != val->dtype) continue;
+      const ShapeTracker& sst = st_of(st);
+      if (sst.shape() != full_shape_ || sst.views.size() != 1 || sst.views[0].mask || sst.symbolic()) continue;
+      for (const UOp& r : val.toposort()) {
+        if (r->op != Ops::REDUCE_AXIS || r->as<ReduceArg>().op != ReduceOps::SUM || stash_.count(r.get())) continue;
+        // a sum with no loop (its axes all upcast) computes e at the output's own indexes: nothing to save
+        const auto& axes = r->as<ReduceArg>().axes;
+        if (std::all_of(axes.begin(), axes.end(), [&](int64_t a) { return idxs_[a]->op == Ops::EXPAND; })) continue;
+        const UOp& e = r->src[0];
+        if (e->dtype != val->dtype || !has_transcendental(e)) continue;
+        auto nv = replace_outside_reduces(val, e, UOp(Ops::LOAD, e->dtype, {buf, st}));
+        if (!nv) continue;
+        stash_.emplace(r.get(), std::make_pair(buf, st));
+        s = UOp(Ops::STORE, s->dtype, {buf, st, *nv}, s->arg);
+        changed = true;
+        break;
+      }
+    }
+    return changed ? UOp(Ops::SINK, ast->dtype, stores, ast->arg) : ast;
   }
 
  private:
@@ -373,6 +440,12 @@ class Lowerer {
   UOp reduce_part(const UOp& x, BinaryOps alu_op, int inner, const std::vector<int64_t>& lanes) {
     const ReduceArg& ra = x->as<ReduceArg>();
     const UOp in = to_uop(x->src[0], inner);
+    if (auto it = stash_.find(x.get()); it != stash_.end() && stashed_.insert({x.get(), inner}).second) {
+      const auto [idx, valid] = to_indexed_uops(st_of(it->second.second), ctxs_[inner].idx);
+      TG_ASSERT(is_true(valid), "a stashed row value's store is masked: " + it->second.second.str());
+      extra_stores_.push_back(UOp(Ops::STORE, dtypes::void_, {it->second.first, idx, in}));
+    }
+    if (prefetch_rows() && has_transcendental(x->src[0]) && prefetched_.insert(x.get()).second) prefetch_next_row(x, inner);
     std::vector<UOp> src{in};
     std::vector<int64_t> contract_axis;
     for (int64_t a : ra.axes) {
@@ -402,6 +475,40 @@ class Lowerer {
     return src.size() > 1 ? UOp(Ops::REDUCE, x->dtype, src, alu_op) : ret;
   }
 
+  // Row prefetch (CPU row kernels): a reduce whose loop computes a transcendental (softmax's and
+  // log_softmax's sum of exp) runs from L1 and is compute-bound, while the max loop of the next row
+  // waits on memory. Its loop prefetches the next row's cache lines of the buffers it reads (one
+  // line per iteration), so the next row's reads overlap this row's exp.
+  bool prefetch_rows() const { return !opts_.has_local && row_kernel_ && sym_splits_.empty() && getenv("ROW_PREFETCH", 1) != 0; }
+  void prefetch_next_row(const UOp& x, int inner) {
+    const int64_t g = first_group_ - 1;   // the innermost loop over rows
+    if (g < 0 || idxs_[g]->op != Ops::RANGE) return;
+    std::vector<UOp> idx = ctxs_[inner].idx;
+    int64_t lanes = 1, last = -1;   // the upcast lanes the reduce contracts per iteration; its last upcast axis
+    for (int64_t a : x->as<ReduceArg>().axes)
+      if (idxs_[a]->op == Ops::EXPAND) lanes *= full_shape_[a], last = std::max(last, a);
+    for (size_t a = 0; a < idx.size(); a++)
+      if (idxs_[a]->op == Ops::EXPAND) idx[a] = iconst(0);
+    idx[g] = idx[g] + iconst(1);
+    std::vector<UOp> work{x->src[0]};
+    std::set<const UOpNode*> seen;
+    std::set<std::pair<const UOpNode*, const UOpNode*>> done;
+    while (!work.empty()) {
+      UOp u = work.back();
+      work.pop_back();
+      if (!seen.insert(u.get()).second || u->op == Ops::REDUCE_AXIS) continue;   // a nested reduce has its own loop
+      for (const UOp& s : u->src) work.push_back(s);
+      if (u->op != Ops::LOAD || u->src[0]->op != Ops::DEFINE_GLOBAL || u->src[1]->op != Ops::SHAPETRACKER) continue;
+      const int64_t line = 64 / std::max<int64_t>(1, u->dtype.itemsize());
+      if (last < 0 || lanes < line) continue;   // under a line per iteration: the hardware prefetcher keeps up
+      for (int64_t j = 0; j < (full_shape_[last] >= line ? full_shape_[last] : 1); j += line) {
+        idx[last] = iconst(j);
+        const UOp p = to_indexed_uops(st_of(u->src[1]), idx).first;
+        if (done.insert({u->src[0].get(), p.get()}).second) extra_stores_.push_back(UOp(Ops::PREFETCH, dtypes::void_, {u->src[0], p}));
+      }
+    }
+  }
+
   // WMMA(CONTRACT a, CONTRACT b, 0) over the tensor core's upcast axes; its lanes are EXPANDed back over C's
   UOp lower_wmma(const UOp& x, const std::vector<UOp>& in) {
     auto* w = x->is<ArgObjPtr>() ? dynamic_cast<const WMMAArg*>(x->as<ArgObjPtr>().get()) : nullptr;
@@ -429,7 +536,7 @@ class Lowerer {
     std::vector<UOp> in;
     for (const UOp& s : x->src) in.push_back(to_uop(s, ctx));
     switch (x->op) {
-      case Ops::SINK: return UOp(Ops::SINK, dtypes::void_, in);
+      case Ops::SINK: return in.insert(in.end(), extra_stores_.begin(), extra_stores_.end()), UOp(Ops::SINK, dtypes::void_, in);
       case Ops::WMMA: return lower_wmma(x, in);
       case Ops::ALU: case Ops::CAST: case Ops::BITCAST: return UOp(x->op, x->dtype, in, x->arg);
       default: TG_ASSERT(false, "the lowerer can't lower " + x.str());
@@ -454,6 +561,12 @@ class Lowerer {
   std::unordered_map<const UOpNode*, std::vector<Loop>> loops_;   // REDUCE_AXIS -> its loop per axis
   std::vector<std::pair<int64_t, int64_t>> sym_splits_;   // KernelInfo::sym_splits
   std::vector<std::pair<int64_t, int64_t>> sym_groups_;   // KernelInfo::sym_groups
+  // stash_row_values: a sum's REDUCE_AXIS -> the output (DEFINE_GLOBAL, SHAPETRACKER) its loop also
+  // stores its input to; the (reduce, context) pairs already stored; those stores, joined to the SINK
+  std::unordered_map<const UOpNode*, std::pair<UOp, UOp>> stash_;
+  std::set<std::pair<const UOpNode*, int>> stashed_;
+  std::set<const UOpNode*> prefetched_;   // the reduces whose loops prefetch the next row
+  std::vector<UOp> extra_stores_;
   struct KeyHash {
     size_t operator()(const std::pair<const UOpNode*, int>& k) const { return std::hash<const void*>()(k.first) * 31 + k.second; }
   };
@@ -501,7 +614,7 @@ std::vector<UOp> get_grouped_dims(const std::string& prefix, const std::vector<i
 UOp lower_ast(const UOp& ast, const Renderer& opts) {
   TG_ASSERT(ast->op == Ops::SINK, "lower_ast needs a SINK, got " + ast.str());
   Lowerer l(ast, opts);
-  return l.to_uop(ast);
+  return l.to_uop(l.stash_row_values(ast));
 }
 
 }  // namespace tg

@@ -426,7 +426,7 @@ const PatternMatcher& expander() {
   static const PatternMatcher pm({
     {UPat(Ops::STORE), [](const Match& m) { return create_gate(*m.root); }},   // must come before expanding
     {UPat({Ops::ALU, Ops::CAST, Ops::BITCAST, Ops::GEP, Ops::WMMA, Ops::LOAD, Ops::STORE, Ops::VECTORIZE, Ops::REDUCE,
-           Ops::EXPAND, Ops::IF}), [](const Match& m) { return do_expand(*m.root); }},
+           Ops::EXPAND, Ops::IF, Ops::PREFETCH}), [](const Match& m) { return do_expand(*m.root); }},
     {UPat(Ops::CONTRACT), [](const Match& m) { return do_contract(*m.root); }},
     {UPat(Ops::SINK), [](const Match& m) { return sink_flatten_expands(*m.root); }},
     // BARRIERs are not expanded

@@ -195,6 +195,7 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
         kk(src.size() > 3 ? "if (" + R(src[3]) + ") { " + st + " }" : st);
         break;
       }
+      case Ops::PREFETCH: kk("__builtin_prefetch(" + R(src[0]) + "+" + strip_parens(R(src[1])) + ");"); break;
       case Ops::RANGE: kk(render_range(u, ssa("ridx", &u), R(src[0]), R(src[1]))); depth++; break;
       case Ops::ALU: {
         std::vector<std::string> operands;

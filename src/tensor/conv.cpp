@@ -8,7 +8,10 @@
 //   grad input  = conv(grad_out dilated by the stride and padded by d*(k-1), weight flipped and
 //                 with in/out channels swapped per group), stride 1, the forward's dilation;
 //   grad weight = SUM over (n, *out) of the input's window view times grad_out.
-// FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+// A strided conv (dilation 1) takes its input gradient by phases instead (strided_input_grad: one
+// stride-1 conv per input phase, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
+// keeps the dilated one). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+#include <algorithm>
 #include <numeric>
 
 #include "tensor/function.hpp"
@@ -81,6 +84,183 @@ Tensor dilate(const Tensor& t, const Shape& s) {
   }
   return t.reshape(r).pad(p).reshape(r2).shrink(sh);
 }
+// The kernel's taps r, r+s, r+2s, ... along each spatial dim (the last n): the sub-kernel a strided
+// conv applies to the inputs at positions = r (mod s). kr[j] taps along dim j (at least one).
+Tensor kernel_phase(const Tensor& w, const Shape& s, const Shape& r, const Shape& kr) {
+  const size_t n = s.size(), lead = w.shape().size() - n;
+  Tensor t = w;
+  for (size_t j = 0; j < n; j++) {
+    const int64_t k = t.shape()[lead + j], kmax = (k + s[j] - 1) / s[j];
+    std::vector<std::pair<int64_t, int64_t>> p(t.shape().size(), {0, 0});
+    p[lead + j] = {0, kmax * s[j] - k};
+    Shape split = t.shape();
+    split[lead + j] = kmax;
+    split.insert(split.begin() + static_cast<int64_t>(lead + j) + 1, s[j]);
+    std::vector<std::pair<int64_t, int64_t>> sh;
+    for (int64_t d : split) sh.push_back({0, d});
+    sh[lead + j] = {0, kr[j]};
+    sh[lead + j + 1] = {r[j], r[j] + 1};
+    Shape merged = t.shape();
+    merged[lead + j] = kr[j];
+    t = t.pad(p).reshape(split).shrink(sh).reshape(merged);
+  }
+  return t;
+}
+
+// The input gradient of a strided conv (dilation 1), split by the input position's phase: the
+// positions y = r (mod s) of the padded input only meet the taps k = r (mod s), so each phase is
+// a stride-1 conv of grad_output itself (not dilated) with that sub-kernel, and the phases
+// interleave back into dx. The multiply-adds are the useful ones: the dilated grad_output's path
+// did s^n times more, all but one in s^n against its inserted zeros.
+Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, const Shape& pad2d, int groups, const Shape& s) {
+  const size_t n = s.size();
+  const int64_t bs = g.shape()[0], cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
+  const Shape K(w.shape().begin() + 2, w.shape().end()), O(g.shape().begin() + 2, g.shape().end());
+  Shape L(n), lo(n), kmax(n);   // per dim: phase length (positions of the padded input / s), left padding, most taps
+  for (size_t j = 0; j < n; j++) {
+    const auto [pl, pr] = side_pads(pad2d, n, j);
+    lo[j] = pl;
+    L[j] = (in[j] + pl + pr + s[j] - 1) / s[j];
+    kmax[j] = (K[j] + s[j] - 1) / s[j];
+  }
+  // grad_output padded once: by the most taps less one on the left, and on the right as far as every
+  // phase's window of it reaches. Each phase's conv then yields its L positions (the ones past the
+  // grad's reach read zeros): an output as wide for every phase, not O + taps - 1 (an odd 11 left a
+  // 1x1 phase without a vector axis, 6x slower).
+  std::vector<std::pair<int64_t, int64_t>> gpad;
+  for (size_t j = 0; j < n; j++) gpad.push_back({kmax[j] - 1, std::max<int64_t>(kmax[j] - 1, L[j] - O[j])});
+  const Tensor gp = pad_or_cut(g, gpad).contiguous();
+  std::vector<int> flips;
+  for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+  Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
+  std::optional<Tensor> dx;
+  Shape r(n, 0);
+  for (bool more = true; more;) {
+    Shape kr(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
+    if (taps) {
+      Shape wrj = wr, wtj = wt;
+      wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
+      const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
+      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n);
+      for (size_t j = 0; j < n; j++) win[2 + j] = std::pair<int64_t, int64_t>{kmax[j] - kr[j], kmax[j] - 1 + L[j]};
+      Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+      // (bs, groups*cin, *L), each position in a 1-long slot at its phase among s
+      Shape slots{bs, groups * cin};
+      std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
+      for (size_t j = 0; j < n; j++) slots.insert(slots.end(), {L[j], 1}), place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
+      part = part.reshape(slots).pad(place);
+      dx = dx ? *dx + part : part;
+    }
+    more = false;   // the next phase, the last dim fastest
+    for (size_t j = n; j-- > 0;) {
+      if (++r[j] < s[j]) { more = true; break; }
+      r[j] = 0;
+    }
+  }
+  Shape full{bs, groups * cin};
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
+  for (size_t j = 0; j < n; j++) full.push_back(L[j] * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{lo[j], lo[j] + in[j]};
+  TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
+  return detail::slice_pad(dx->reshape(full), crop);
+}
+// dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d] (xp: the padded input), as a GEMM
+// with co the unit-stride output axis (a GEMM's N: grad_output is its B operand, read one co panel at a
+// time) and the reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose
+// partial sums add up in a second small kernel: one block's B panel then stays in cache.
+Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, const Shape& d, int groups, int64_t cout) {
+  const size_t n = K.size();
+  const int64_t bs = xp.shape()[0], cin = xp.shape()[1] / groups, rcout = cout / groups;
+  Shape O(g.shape().begin() + 2, g.shape().end());
+  int64_t per_image = 1;
+  for (int64_t v : O) per_image *= v;
+  int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
+  for (int64_t b = 1; b <= bs; b++)
+    if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
+  const int64_t nb = bs / blk;
+  Tensor xw = detail::pool(xp, K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
+  // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
+  Shape xr{nb, blk, groups, cin}, gr{nb, blk, groups, 1};
+  xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(1);
+  gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1), gr.push_back(rcout);
+  std::vector<int> glast{0, 1, 2};   // (nb, blk, groups, rcout, *o) -> (nb, blk, groups, *o, rcout)
+  for (size_t j = 0; j < n; j++) glast.push_back(static_cast<int>(4 + j));
+  glast.push_back(3);
+  Shape gsplit{nb, blk, groups, rcout};
+  gsplit.insert(gsplit.end(), O.begin(), O.end());
+  std::vector<int> red{1};
+  for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
+  Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
+  std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
+  for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
+  Shape out{cout, cin};
+  out.insert(out.end(), K.begin(), K.end());
+  return part.sum(0).permute(co_first).reshape(out);
+}
+
+// The weight gradient of a strided conv (dilation 1) by phases: the taps k = r (mod s) only read the
+// padded input at positions = r (mod s), so each phase is a stride-1 weight gradient over that
+// phase's subsampled input (copied once, 1/s^n of x) with those taps; the taps interleave back.
+// The strided windows' loads (a gather per vector) were 4-5x slower than the GEMM path.
+Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
+  const size_t n = K.size();
+  const Shape O(g.shape().begin() + 2, g.shape().end()), P(xp.shape().begin() + 2, xp.shape().end());
+  Shape kmax(n);
+  for (size_t j = 0; j < n; j++) kmax[j] = (K[j] + s[j] - 1) / s[j];
+  // the padded input split by phase once, one copy: (*s, bs, c, *L), L = ceil(P / s) positions per phase
+  Shape L(n), split{xp.shape()[0], xp.shape()[1]};
+  std::vector<std::pair<int64_t, int64_t>> to_whole;
+  std::vector<int> phase_first;
+  for (size_t j = 0; j < n; j++) {
+    L[j] = (P[j] + s[j] - 1) / s[j];
+    to_whole.push_back({0, L[j] * s[j] - P[j]});
+    split.insert(split.end(), {L[j], s[j]});
+    phase_first.push_back(static_cast<int>(3 + 2 * j));
+  }
+  phase_first.insert(phase_first.end(), {0, 1});
+  for (size_t j = 0; j < n; j++) phase_first.push_back(static_cast<int>(2 + 2 * j));
+  const Tensor xs = pad_or_cut(xp, to_whole).reshape(split).permute(phase_first).contiguous();
+  std::optional<Tensor> dw;
+  Shape r(n, 0);
+  for (bool more = true; more;) {
+    Shape kr(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
+    if (taps) {
+      // x_r[y] = xp[y*s + r] for the O + kr - 1 positions the phase's windows read: a view of xs
+      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(n + 2 + n);
+      for (size_t j = 0; j < n; j++) {
+        win[j] = std::pair<int64_t, int64_t>{r[j], r[j] + 1};
+        win[n + 2 + j] = std::pair<int64_t, int64_t>{0, O[j] + kr[j] - 1};
+      }
+      Shape xshape{xp.shape()[0], xp.shape()[1]};
+      for (size_t j = 0; j < n; j++) xshape.push_back(O[j] + kr[j] - 1);
+      const Tensor xr = detail::slice_pad(xs, win).reshape(xshape);
+      Tensor part = weight_grad(xr, g, kr, Shape(n, 1), Shape(n, 1), groups, cout);   // (cout, cin, *kr)
+      // tap j of the phase is tap r + s*j: kr -> kmax taps, each in a 1-long slot at r among s
+      Shape slots{part.shape()[0], part.shape()[1]};
+      std::vector<std::pair<int64_t, int64_t>> fill{{0, 0}, {0, 0}}, place{{0, 0}, {0, 0}};
+      for (size_t j = 0; j < n; j++) {
+        fill.push_back({0, kmax[j] - kr[j]});
+        slots.insert(slots.end(), {kmax[j], 1});
+        place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
+      }
+      part = part.pad(fill).reshape(slots).pad(place);
+      dw = dw ? *dw + part : part;
+    }
+    more = false;   // the next phase, the last dim fastest
+    for (size_t j = n; j-- > 0;) {
+      if (++r[j] < s[j]) { more = true; break; }
+      r[j] = 0;
+    }
+  }
+  TG_ASSERT(dw.has_value(), "conv backward: a strided conv with no kernel taps");
+  Shape full{dw->shape()[0], dw->shape()[1]};
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
+  for (size_t j = 0; j < n; j++) full.push_back(kmax[j] * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{0, K[j]};
+  return detail::slice_pad(dw->reshape(full), crop);
+}
 }  // namespace
 
 LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
@@ -98,7 +278,12 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   const Shape& s = args_.stride;
   const Shape& d = args_.dilation;
   LazyBufferPtr dx, dw;
-  if (needs_input_grad[0]) {
+  bool strided = false, dilated = false;
+  for (size_t j = 0; j < n; j++) strided |= s[j] > 1, dilated |= d[j] > 1;
+  if (needs_input_grad[0] && strided && !dilated && getenv("CONV_BW_PHASES", 1)) {
+    const Shape in(x.shape().begin() + 2, x.shape().end());
+    dx = detail::lb(strided_input_grad(g, w, in, args_.pad, groups, s));
+  } else if (needs_input_grad[0]) {
     // dx_pad[y] = sum_k g_dilated[y - k*d] * w[k]: with the kernel flipped, a stride-1 conv of g_dilated
     // padded by d*(k-1) on both sides. The forward's padding (and the rows past the last window a
     // stride leaves unread) move into that padding, so the conv's output is dx itself.
@@ -121,36 +306,9 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
   }
   if (needs_input_grad[1]) {
-    // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d], as a GEMM with co the unit-stride
-    // output axis (a GEMM's N: grad_output is its B operand, read one co panel at a time) and the
-    // reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose partial sums
-    // add up in a second small kernel: one block's B panel then stays in cache.
-    const int64_t bs = x.shape()[0];
-    Shape O(g.shape().begin() + 2, g.shape().end());
-    int64_t per_image = 1;
-    for (int64_t v : O) per_image *= v;
-    int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
-    for (int64_t b = 1; b <= bs; b++)
-      if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
-    const int64_t nb = bs / blk;
-    Tensor xw = detail::pool(x.pad2d(args_.pad), K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
-    // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
-    Shape xr{nb, blk, groups, cin}, gr{nb, blk, groups, 1};
-    xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(1);
-    gr.insert(gr.end(), O.begin(), O.end()), gr.insert(gr.end(), n, 1), gr.push_back(rcout);
-    std::vector<int> glast{0, 1, 2};   // (nb, blk, groups, rcout, *o) -> (nb, blk, groups, *o, rcout)
-    for (size_t j = 0; j < n; j++) glast.push_back(static_cast<int>(4 + j));
-    glast.push_back(3);
-    Shape gsplit{nb, blk, groups, rcout};
-    gsplit.insert(gsplit.end(), O.begin(), O.end());
-    std::vector<int> red{1};
-    for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
-    Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
-    std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
-    for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
-    Shape out{cout, cin};
-    out.insert(out.end(), K.begin(), K.end());
-    dw = detail::lb(part.sum(0).permute(co_first).reshape(out));
+    const Tensor xp = x.pad2d(args_.pad);
+    dw = detail::lb(strided && !dilated && getenv("CONV_BW_PHASES", 1) ? strided_weight_grad(xp, g, K, s, groups, cout)
+                                                                       : weight_grad(xp, g, K, s, d, groups, cout));
   }
   return {dx, dw};
 }

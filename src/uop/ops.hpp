@@ -18,6 +18,7 @@ enum class Ops : uint8_t {
   LOAD, STORE, PHI,
   BARRIER, IF, RANGE,
   ENDRANGE, ENDIF,
+  PREFETCH,       // src: (buffer, index): a cache hint for an address a later loop reads (CPU)
   // kernel AST only (the scheduler's output, removed by the lowerer)
   SHAPETRACKER,   // arg: the ShapeTracker of a LOAD/STORE/CONST
   REDUCE_AXIS,    // arg: ReduceArg{op, axes}

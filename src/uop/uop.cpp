@@ -22,7 +22,7 @@ namespace tg {
 std::string to_string(Ops op) {
   static const char* n[] = {"SINK", "EXPAND", "CONTRACT", "DEFINE_GLOBAL", "DEFINE_VAR", "DEFINE_LOCAL", "DEFINE_ACC",
                             "CONST", "SPECIAL", "NOOP", "GEP", "CAST", "BITCAST", "VECTORIZE", "ALU", "REDUCE", "WMMA",
-                            "LOAD", "STORE", "PHI", "BARRIER", "IF", "RANGE", "ENDRANGE", "ENDIF", "SHAPETRACKER",
+                            "LOAD", "STORE", "PHI", "BARRIER", "IF", "RANGE", "ENDRANGE", "ENDIF", "PREFETCH", "SHAPETRACKER",
                             "REDUCE_AXIS", "BIND"};
   return std::string("UOps.") + n[static_cast<int>(op)];
 }
