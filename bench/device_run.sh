@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The one device-machine driver: builds what the named phases need (Release, Ninja, -j$J) and runs them on CUDA,
+# with torch timed in the same call where there is a peer. Logs and JSON lines go to $OUT; the small logs come back
+# in one archive (the device tool returns at most 8 files).
+#   Usage (repository root): GTEST_SRC=path/to/googletest OUT=dir bench/device_run.sh PHASE...
+#   tests        the GPU test binaries on CUDA (TESTS overrides the list; TEST_TIMEOUT, default 150 s each)
+#   conformance  the libtorch conformance suite against the Python package's libtorch, DEVICE=CUDA
+#   reduce       bench_gpu_reduce against bench/torch_gpu_reduce.py, one ratio line per case, and the DEBUG=2 lines
+#   gemm         bench_gemm against bench/bench_gemm_torch.py (bench/gemm_vs_torch.sh)
+#   tcsweep      test_tensor_cores with a fresh cache, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs (WG_CFGS, MMA_CFGS), the 4096^3 kernel's source and SASS mix
+#   gpt2         test_gpt2 on CUDA, bench_gpt2 fp16 and fp32 against bench/torch_gpt2_decode.py, a DEBUG=2 step
+#   jit          bench_jit replays (and the decode step)
+#   train        bench_train on the machine's CPU: THREADS=2 against all cores (issue 13's scaling)
+#   sanitize     a -DTG_SANITIZE=ON build of every test, ctest on the CPU
+# Variables: J (jobs, 16), ITERS (bench repetitions, 20), TOKENS (gpt2 decode steps, 200), BUILD (build-dev).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; J=${J:-16}; BUILD=${BUILD:-build-dev}; mkdir -p "$OUT"
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+PHASES=" $* "
+GPU_TESTS="test_cuda test_cuda_reduce test_cuda_train test_tensor_cores test_jit_graph test_jit test_symbolic_jit
+  test_symbolic_ops test_symbolic_opts test_symbolic_kernel test_fuse_rows test_conv_bw test_fold test_renderer"
+TESTS=${TESTS:-$GPU_TESTS}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+PREFIX=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+if [ -n "${GTEST_SRC:-}" ]; then   # the device image has no GoogleTest
+  cmake -S "$GTEST_SRC" -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+    -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null && cmake --build /tmp/gtest-build -j "$J" >/dev/null &&
+    cmake --install /tmp/gtest-build >/dev/null
+  PREFIX="/tmp/gtest${PREFIX:+;$PREFIX}"
+fi
+
+configure() {   # DIR [cmake args]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" "$@" > "$OUT/configure.log" 2>&1 ||
+    { tail -30 "$OUT/configure.log"; return 1; }
+}
+build() {       # DIR TARGETS...
+  local dir=$1; shift
+  cmake --build "$dir" -j "$J" --target "$@" > "$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" -A5 "$OUT/build.log" | head -60; return 1; }
+}
+run_test() {    # BINARY [env...]: one test binary on CUDA, its summary lines
+  local t=$1; shift
+  env DEVICE=CUDA "$@" timeout "${TEST_TIMEOUT:-150}" "./$BUILD/tests/$t" --gtest_brief=1 > "$OUT/$t.log" 2>&1
+  echo "$t rc=$? $(grep -hE '^\[  (PASSED|FAILED)|tests? ran|SKIPPED \]' "$OUT/$t.log" | tr '\n' ' ' | cut -c1-200)"
+  grep -h -B1 -A6 -E "Failure|FAILED  \]" "$OUT/$t.log" | head -30
+}
+ratios() {      # TG.jsonl TORCH.jsonl KEY: for each bench in both files, tg and torch KEY and torch/tg
+  python3 - "$@" <<'PY'
+import json, sys
+def load(f):
+    r = {}
+    for l in open(f, errors="replace"):
+        try: j = json.loads(l); r[j["bench"]] = j
+        except Exception: pass
+    return r
+tg, th, key = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
+for k, v in tg.items():
+    a, b = v.get(key), th.get(k, {}).get(key)
+    line = {"bench": k, "tg_" + key: a, "torch_" + key: b, "kernels": v.get("kernels")}
+    if a and b: line["torch_over_tg"] = round(b / a, 3)
+    print(json.dumps(line) if a else json.dumps({"bench": k, "tg": v}))
+PY
+}
+
+TARGETS=""
+has tests && TARGETS="$TARGETS $TESTS"
+has conformance && TARGETS="$TARGETS conformance"
+has reduce && TARGETS="$TARGETS bench_gpu_reduce"
+{ has gemm || has tcsweep; } && TARGETS="$TARGETS bench_gemm"
+has tcsweep && TARGETS="$TARGETS test_tensor_cores"
+has gpt2 && TARGETS="$TARGETS gpt2 bench_gpt2 test_gpt2"
+has jit && TARGETS="$TARGETS bench_jit"
+has train && TARGETS="$TARGETS bench_train"
+if [ -n "$TARGETS" ]; then
+  configure "$BUILD" || exit 1
+  build "$BUILD" $TARGETS || exit 1
+  echo "built $(el)"
+fi
+
+if has tests; then
+  echo "== tests on CUDA"
+  for t in $TESTS; do run_test "$t"; done
+  echo "tests $(el)"
+fi
+
+if has conformance; then
+  echo "== conformance on CUDA"
+  DEVICE=CUDA timeout "${CONF_TIMEOUT:-300}" "./$BUILD/tests/conformance" --gtest_brief=1 > "$OUT/conformance.log" 2>&1
+  echo "conformance rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]|conformance:" "$OUT/conformance.log" | head -40
+  echo "conformance $(el)"
+fi
+
+if has reduce; then
+  echo "== reductions (tg, torch)"
+  BENCH_ITERS=${ITERS:-20} timeout 200 "./$BUILD/bench/bench_gpu_reduce" > "$OUT/reduce_tg.jsonl" 2> "$OUT/reduce_tg.err"
+  python3 bench/torch_gpu_reduce.py "${ITERS:-20}" > "$OUT/reduce_torch.jsonl" 2> "$OUT/reduce_torch.err"
+  ratios "$OUT/reduce_tg.jsonl" "$OUT/reduce_torch.jsonl" ms | tee "$OUT/reduce_ratios.jsonl"
+  grep copy "$OUT/reduce_torch.jsonl"
+  DEBUG=2 BENCH_ITERS=1 timeout 120 "./$BUILD/bench/bench_gpu_reduce" > "$OUT/reduce_debug2.log" 2>&1
+  echo "reduce $(el)"
+fi
+
+if has gemm; then
+  echo "== gemm (tg, torch)"
+  timeout 200 bash bench/gemm_vs_torch.sh "$BUILD" "$OUT/gemm.jsonl" > "$OUT/gemm.out" 2>&1
+  grep -hE 'ratio|first_call|error' "$OUT/gemm.out" | cut -c1-220
+  echo "gemm $(el)"
+fi
+
+if has tcsweep; then
+  echo "== tensor-core tests: a fresh cache, mma.sync instead of wgmma, the register (WMMA) path"
+  run_test test_tensor_cores CACHELEVEL=0
+  for v in TC_WGMMA=0 TC_GEMM=0; do cp "$OUT/test_tensor_cores.log" "$OUT/tc_prev.log"; run_test test_tensor_cores $v; done
+  echo "== GEMM template sweep (TFLOP/s at 4096 2048 1024 fp16)"
+  sweep() {
+    echo "$1: $(env "$1" CASES=gemm_fp16_4096,gemm_fp16_2048,gemm_fp16_1024 REPS=10 timeout 40 "./$BUILD/bench/bench_gemm" 2>&1 |
+      python3 -c 'import sys, json
+for l in sys.stdin:
+  try: j = json.loads(l); print(j["bench"][10:], j.get("tflops", j.get("error")), end="  ")
+  except Exception: pass')"
+  }
+  for cfg in ${WG_CFGS:-2,128,3,2,0 1,128,4,2,1}; do sweep TC_WGMMA_CFG=$cfg; done
+  for cfg in ${MMA_CFGS:-128,128,2,2,3,2}; do sweep TC_GEMM_CFG=$cfg; done
+  DEBUG=4 REPS=1 CASES=gemm_fp16_4096 timeout 30 "./$BUILD/bench/bench_gemm" > "$OUT/gemm4096_debug4.log" 2>&1
+  grep -a '\*\*\*' "$OUT/gemm4096_debug4.log" | grep matmul | tail -1 | cut -c1-200
+  # the kernel's source (from its #define prologue to the closing brace of the extern "C" function), then SASS
+  awk '/^#define INFINITY/{buf=""; keep=1} keep{buf=buf $0 "\n"} keep && /^extern "C"/{f=1} keep && f && /^}$/{src=buf; keep=0; f=0}
+       END{printf "%s", src}' "$OUT/gemm4096_debug4.log" > "$OUT/gemm4096.cu"
+  if [ -s "$OUT/gemm4096.cu" ] && nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -o "$OUT/gemm4096.cubin" "$OUT/gemm4096.cu" \
+       > "$OUT/nvcc.log" 2>&1; then
+    cuobjdump -sass "$OUT/gemm4096.cubin" > "$OUT/gemm4096.sass" 2>&1
+    echo "sass: $(grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[A-Z][A-Z0-9.]*' "$OUT/gemm4096.sass" | awk '{print $2}' | sort | uniq -c |
+      sort -rn | head -16 | tr '\n' ' ')"
+  fi
+  echo "tcsweep $(el)"
+fi
+
+if has gpt2; then
+  echo "== gpt2"
+  run_test test_gpt2
+  gpt2() {   # HALF [env...]
+    local half=$1; shift
+    env CHECKPOINT=/tmp/gpt2ck DEVICE=CUDA HALF="$half" TOKENS="${TOKENS:-200}" "$@" timeout 150 "./$BUILD/bench/bench_gpt2" \
+      >> "$OUT/gpt2_tg.jsonl" 2>> "$OUT/gpt2_tg.err"
+    echo "bench_gpt2 HALF=$half $* rc=$?"
+  }
+  gpt2 1
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/torch_gpt2_decode.py "${TOKENS:-200}" > "$OUT/gpt2_torch.jsonl" 2> "$OUT/gpt2_torch.err"
+  echo "torch rc=$?"
+  gpt2 0
+  [ -n "${COMPARE_JIT2:-}" ] && gpt2 1 JIT=2
+  python3 - "$OUT" <<'PY'
+import json, sys
+o = sys.argv[1]
+def lines(f):
+    r = []
+    for l in open(f, errors="replace"):
+        try: r.append(json.loads(l))
+        except Exception: pass
+    return r
+tg = {j["dtype"]: j for j in lines(o + "/gpt2_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg" and j.get("JIT") != "2"}
+th = {}
+for j in lines(o + "/gpt2_torch.jsonl"):
+    if "tok_s" in j: th.setdefault({"float32": "fp32", "float16": "fp16"}[j["dtype"]], {})["graph" if "graph" in j["impl"] else "eager"] = j["tok_s"]
+for dt in ("fp32", "fp16"):
+    t, p = tg.get(dt, {}), th.get(dt, {})
+    r = {k: round(t["tok_s"] / v, 3) for k, v in p.items() if t.get("tok_s") and v}
+    print(json.dumps({"dtype": dt, "tg_tok_s": t.get("tok_s"), "kernels": t.get("kernels"), "torch_tok_s": p, "tg_over_torch": r}))
+PY
+  DEVICE=CUDA DEBUG=2 timeout 60 "./$BUILD/examples/gpt2" --random-weights --half --count 4 --temperature 0 --prompt "Hello world" \
+    > "$OUT/gpt2_debug2.log" 2>&1
+  echo "gpt2 DEBUG=2 rc=$?"
+  echo "gpt2 $(el)"
+fi
+
+if has jit; then
+  echo "== jit"
+  timeout 120 "./$BUILD/bench/bench_jit" 100 "${REPS:-1000}" replay | tee "$OUT/jit.jsonl"
+  DEVICE=CUDA timeout 90 "./$BUILD/bench/bench_jit" 100 100 decode | tee -a "$OUT/jit.jsonl"
+  echo "jit $(el)"
+fi
+
+if has train; then
+  echo "== bench_train on the CPU: 2 threads, then all $(nproc)"
+  THREADS=2 STEPS=${STEPS:-5} timeout 200 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train2.jsonl" | grep -E '^\{' | cut -c1-250
+  THREADS=$(nproc) STEPS=${STEPS:-5} timeout 120 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train_all.jsonl" | grep -E '^\{' | cut -c1-250
+  echo "train $(el)"
+fi
+
+if has sanitize; then
+  echo "== sanitize: every test under ASan/UBSan on the CPU"
+  configure build-asan -DTG_SANITIZE=ON && cmake --build build-asan -j "$J" > "$OUT/asan_build.log" 2>&1 &&
+    (cd build-asan && timeout 400 ctest -j "$J" --timeout 300 -E conformance > "$OUT/asan_ctest.log" 2>&1; echo "ctest rc=$?")
+  tail -15 "$OUT/asan_ctest.log" 2>/dev/null || grep -E "error" -A5 "$OUT/asan_build.log" | head -30
+  echo "sanitize $(el)"
+fi
+
+(cd "$OUT" && tar -czf logs.tgz ./*.log ./*.txt ./*.err ./*.cu ./*.sass 2>/dev/null; rm -f ./*.log ./*.err ./*.txt ./*.cu ./*.sass ./*.cubin)
