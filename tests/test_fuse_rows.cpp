@@ -448,3 +448,23 @@ TEST(FuseRows, CudaLayernormMatvecRendersOneKernel) {
   }
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
 }
+
+// A softmax over a few rows joins the product with the values that reads it (ROW_BCAST=1): one query
+// per head attending to 10 keys, the softmax recomputed for each of the head's 16 dims; values equal
+// the unfused schedule's. (The symbolic key length of a KV cache: Gpt2Cache tests.)
+TEST(FuseRows, FewRowSoftmaxJoinsTheValueProduct) {
+  auto data = [](const Shape& s, uint32_t seed) { return rnd(s, seed).contiguous().tolist<float>(); };
+  const std::vector<float> q = data({1, 4, 1, 16}, 1), k = data({1, 4, 10, 16}, 2), v = data({1, 4, 10, 16}, 3);
+  auto run = [&](int bcast, size_t& n) {
+    Context c{{"ROW_BCAST", bcast}};
+    auto t = [](const std::vector<float>& x, const Shape& s) { return Tensor::from<float>(x, s, Opts{dtypes::float32, "CPU", false}); };
+    Tensor y = t(q, {1, 4, 1, 16}).scaled_dot_product_attention(t(k, {1, 4, 10, 16}), t(v, {1, 4, 10, 16}));
+    n = kernels(y);
+    return y.tolist<float>();
+  };
+  size_t n_on = 0, n_off = 0;
+  std::vector<float> on = run(1, n_on), off = run(0, n_off);
+  EXPECT_EQ(n_on + 1, n_off) << "the softmax's kernel joins .v";
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t i = 0; i < on.size(); i++) ASSERT_NEAR(on[i], off[i], 1e-5) << "at " << i;
+}

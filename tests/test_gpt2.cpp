@@ -9,8 +9,12 @@
 
 #include <tg/tg.hpp>
 
+#include "access.hpp"
+#include "codegen/kernel.hpp"
 #include "engine/realize.hpp"
+#include "engine/schedule.hpp"
 #include "gpt2/generate.hpp"
+#include "renderer/cstyle.hpp"
 #include "gpt2/model.hpp"
 #include "gpt2/tokenizer.hpp"
 
@@ -166,12 +170,37 @@ TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
 
 // A layernorm of one token's row joins the matmul that reads it (ROW_BCAST, the GPUs' default): each
 // layer's two layernorms and the final one are no kernels of their own, and the c_attn kernel that
-// joins ln_1 still stores the KV cache rows (its assign). 7 per layer + 1: was 9 per layer + 2.
+// joins ln_1 still stores the KV cache rows (its assign); the softmax over the symbolic key length joins
+// .v (its rows add the head dim). 6 per layer + 1: was 9 per layer + 2.
 TEST(Gpt2Cache, LayernormsJoinTheirMatmulsInTheDecodeStep) {
   tg::Context c{{"ROW_BCAST", 1}};
   size_t kernels = check_every_decode_position();
   EXPECT_GT(kernels, 0u);
-  EXPECT_LE(kernels, 7u * 2 + 1);
+  EXPECT_LE(kernels, 6u * 2 + 1);
+}
+
+// No GPU needed: the joined decode step (ROW_BCAST=1, the GPUs' default) renders for CUDA and NVRTC
+// compiles every kernel: per layer the qkv matmul with ln_1 and the cache assign, q.k, the softmax
+// joined into .v (over the symbolic key length), the projection, c_fc with ln_2, the MLP's c_proj;
+// then lm_head with ln_f: 6 per layer + 1.
+TEST(Gpt2Cache, JoinedDecodeStepRendersForCuda) {
+  tg::Context c{{"ROW_BCAST", 1}};
+  gpt2::Transformer m = load(kDir);
+  const int64_t ctx = 16;
+  m(Tensor::from(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, {2, 3}, Opts{tg::dtypes::int32}), 0, ctx).realize();
+  std::vector<tg::Variable> v = decode_vars(3, ctx, {7, 8});
+  Tensor logits = m(std::vector<tg::Variable>(v.begin() + 1, v.end()), v[0], ctx);
+  tg::CUDARenderer ren("sm_90");
+  size_t kernels = 0;
+  for (const tg::ScheduleItem& si : logits.schedule()) {
+    if (si.kind != tg::MetaOps::KERNEL) continue;
+    kernels++;
+    // (as realize compiles it: the heuristics skip the opts a symbolic dim doesn't take)
+    tg::RenderedProgram p = tg::get_kernel(ren, tg::Access::uop(si.ast))->to_program();
+    if (tg::nvrtc_available()) EXPECT_FALSE(tg::nvrtc_compile(p.src, "sm_90").empty()) << p.src;
+  }
+  EXPECT_LE(kernels, 6u * 2 + 1);
+  if (!tg::nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
 }
 
 TEST(Gpt2Cache, StaticStartPosMatchesLibtorch) {

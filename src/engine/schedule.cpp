@@ -160,6 +160,45 @@ std::pair<ShapeTracker, std::vector<int64_t>> view_into_reduce(const ShapeTracke
   return {in, raxis};
 }
 
+// The last two views as one where the last only inserts and expands dims of the one before it (each of
+// its strided dims is a dim of the same size there, at that dim's row-major stride; offset 0, no mask):
+// symbolic views don't merge in View::operator+ (a softmax's probabilities over a KV cache's keys read
+// by .v with the head dim broadcast). Otherwise st as it is.
+bool same_dims(const std::vector<sint>& a, const std::vector<sint>& b);
+ShapeTracker fold_broadcast_view(const ShapeTracker& st) {
+  if (st.views.size() < 2 || st.views.back().mask) return st;
+  const SymView v0 = st.views[st.views.size() - 2].as_sym(), v1 = st.views.back().as_sym();
+  auto is = [](const sint& x, int64_t v) { return x.is_const() && x.const_value() == v; };
+  if (!is(v1.offset, 0)) return st;
+  const size_t n0 = v0.shape.size();
+  std::vector<sint> c(n0, 1);   // row-major strides of v0's shape
+  for (size_t m = n0; m-- > 1;) c[m - 1] = c[m] * v0.shape[m];
+  std::vector<char> used(n0, 0);
+  std::vector<sint> strides;
+  SMask mask;
+  for (size_t j = 0; j < v1.shape.size(); j++) {
+    if (is(v1.strides[j], 0) || is(v1.shape[j], 1)) {
+      strides.push_back(0), mask.emplace_back(sint(0), v1.shape[j]);
+      continue;
+    }
+    std::optional<size_t> hit;
+    for (size_t m = 0; m < n0 && !hit; m++)
+      if (!used[m] && same_dims({v0.shape[m]}, {v1.shape[j]}) && same_dims({c[m]}, {v1.strides[j]})) hit = m;
+    if (!hit) return st;
+    used[*hit] = 1;
+    strides.push_back(v0.strides[*hit]);
+    mask.push_back(v0.mask ? (*v0.mask)[*hit] : std::pair<sint, sint>{sint(0), v1.shape[j]});
+  }
+  // the dims of v0 it doesn't index stay at 0, which their mask must hold
+  for (size_t m = 0; m < n0; m++)
+    if (!used[m] && v0.mask && !is((*v0.mask)[m].first, 0)) return st;
+  VarBindings vals = v0.vals;
+  for (auto& [k, x] : v1.vals) vals.emplace(k, x);
+  std::vector<View> views(st.views.begin(), st.views.end() - 2);
+  views.push_back(View::create_sym(v1.shape, strides, v0.offset, v0.mask ? std::optional<SMask>(mask) : std::nullopt, vals));
+  return ShapeTracker(views);
+}
+
 // A group of LazyBuffers realized by one ScheduleItem, before buffers are attached.
 struct LBScheduleItem {
   MetaOps kind = MetaOps::KERNEL;
@@ -349,7 +388,8 @@ class GroupLowerer {
   // The source view of an embedded reduce r read through st (the kernel's full or reduced shape, the
   // value broadcast along the kernel's rows): r's rows laid along the kernel's row axes, so a reduce
   // over them gives r at every index of the kernel, recomputed for each index of the dims r lacks.
-  ShapeTracker embedded_source_view(LB r, const ShapeTracker& st) const {
+  ShapeTracker embedded_source_view(LB r, const ShapeTracker& st_in) const {
+    const ShapeTracker st = fold_broadcast_view(st_in.simplify());
     const std::vector<sint> ss = st.sym_shape(), full = row_->full, red = row_->reduced();
     if (ext_ != 0 || (!same_dims(ss, full) && !same_dims(ss, red))) throw UnfusableRow("row kernel reads " + r->str() + " through " + st.str());
     ShapeTracker one = st;
