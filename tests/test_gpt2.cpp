@@ -203,6 +203,15 @@ TEST(Gpt2Cache, JoinedDecodeStepRendersForCuda) {
   if (!tg::nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
 }
 
+// The prompt's next token needs the last position's logits only: lm_head runs on that row alone
+TEST(Gpt2Cache, LastOnlyLogitsAreTheLastPositions) {
+  Reference ref;
+  gpt2::Transformer m = load(kDir);
+  Tensor last = m(ref.token_slice(0, kPrompt), 0, 16, true);
+  EXPECT_EQ(last.shape(), (tg::Shape{2, 1, kVocab}));
+  expect_logits(last, ref, kPrompt - 1, kPrompt, "last_only prompt through the cache");
+}
+
 TEST(Gpt2Cache, StaticStartPosMatchesLibtorch) {
   // tokens at a known position (the path the prompt takes), several at once
   Reference ref;
