@@ -154,7 +154,7 @@ if has gpt2; then
   echo "torch rc=$?"
   gpt2 0
   [ -n "${COMPARE_JIT2:-}" ] && gpt2 1 JIT=2
-  [ -n "${COMPARE_ROW_BCAST:-}" ] && gpt2 1 ROW_BCAST=0   # layernorms as kernels of their own (the CPU's default)
+  [ -n "${COMPARE_ROW_BCAST:-}" ] && gpt2 1 ROW_BCAST=1   # layernorms and the softmax joined into their matmuls (opt-in)
   python3 - "$OUT" <<'PY'
 import json, sys
 o = sys.argv[1]

@@ -382,7 +382,7 @@ TEST(FuseRows, SymbolicRowLength) {
 }
 
 
-// A layernorm over a few rows joins the matmul that reads it (ROW_BCAST=1; unset, only on GPUs): the
+// A layernorm over a few rows joins the matmul that reads it (ROW_BCAST=1; -1 on GPUs only; unset, off): the
 // matmul's rows (one per output column) embed the layernorm's, whose mean and variance are recomputed
 // per column in the one kernel. Values equal the unfused schedule's; many rows, or a layernorm another
 // kernel reads too, stay two kernels; a matmul that assigns into a buffer's rows (a KV cache) joins too.

@@ -158,7 +158,7 @@ size_t check_every_decode_position() {
 }
 
 TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
-  // the CPU's default schedule (ROW_BCAST unset: the layernorms stay kernels of their own there).
+  // the default schedule (ROW_BCAST unset: the layernorms stay kernels of their own).
   // Per layer: the qkv matmul (with the cache assign), q.k, the softmax over the symbolic keys as one
   // row kernel, .v, the projection, two layernorms (a row kernel each) and the two MLP matmuls; then
   // the final layernorm and lm_head: 9 per layer + 2 (11 per layer while the symbolic softmax took 3)
@@ -168,7 +168,7 @@ TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
   EXPECT_LE(kernels, 9u * 2 + 2);
 }
 
-// A layernorm of one token's row joins the matmul that reads it (ROW_BCAST, the GPUs' default): each
+// A layernorm of one token's row joins the matmul that reads it (ROW_BCAST=1): each
 // layer's two layernorms and the final one are no kernels of their own, and the c_attn kernel that
 // joins ln_1 still stores the KV cache rows (its assign); the softmax over the symbolic key length joins
 // .v (its rows add the head dim). 6 per layer + 1: was 9 per layer + 2.
@@ -179,7 +179,7 @@ TEST(Gpt2Cache, LayernormsJoinTheirMatmulsInTheDecodeStep) {
   EXPECT_LE(kernels, 6u * 2 + 1);
 }
 
-// No GPU needed: the joined decode step (ROW_BCAST=1, the GPUs' default) renders for CUDA and NVRTC
+// No GPU needed: the joined decode step (ROW_BCAST=1, or -1 on GPUs only) renders for CUDA and NVRTC
 // compiles every kernel: per layer the qkv matmul with ln_1 and the cache assign, q.k, the softmax
 // joined into .v (over the symbolic key length), the projection, c_fc with ln_2, the MLP's c_proj;
 // then lm_head with ln_f: 6 per layer + 1.

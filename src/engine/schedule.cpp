@@ -783,12 +783,12 @@ class GraphScheduler {
   // .v (they add the head dim). The joined reduces are recomputed for each index of the added dims, cheap
   // next to a kernel launch when the rows are few (a decode step's one token) and the device runs them in
   // parallel blocks of threads (GPUs). On the CPU each core recomputes them serially and the kernel loses
-  // the matmul's register tile (measured: GPT-2 124M decode 89 instead of 114 kernels per token, but
-  // 2x slower), so there it is opt-in: ROW_BCAST=1 on every device, 0 on none, unset on GPUs only.
+  // the matmul's register tile (measured: GPT-2 124M decode 77 instead of 114 kernels per token, but
+  // 2x slower). Opt-in until it is timed on a GPU: ROW_BCAST=1 on every device, -1 on GPUs only, 0 (unset) off.
   std::unordered_map<LB, RowSig> merge_row_groups(std::vector<std::pair<LB, std::vector<LB>>>& groups) {
     std::unordered_map<LB, RowSig> sigs;
     if (!getenv("FUSE_ROWS", 1)) return sigs;
-    const int64_t row_max = getenv("ROW_FUSE_MAX", 65536), bcast_mode = getenv("ROW_BCAST", -1);
+    const int64_t row_max = getenv("ROW_FUSE_MAX", 65536), bcast_mode = getenv("ROW_BCAST", 0);
     auto bcast_max_on = [&](const std::string& device) -> int64_t {
       if (bcast_mode == 0) return 0;
       if (bcast_mode < 0) {
