@@ -107,7 +107,7 @@ std::vector<tg::Variable> decode_vars(int64_t pos, int64_t ctx, const std::vecto
   return v;
 }
 
-TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) {
+void check_prompt_and_decode_against_libtorch() {
   Reference ref;
   gpt2::Transformer m = load(kDir);
   const int64_t ctx = 16;
@@ -120,6 +120,14 @@ TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) {
   }
   EXPECT_EQ(step.cnt(), kSeq - kPrompt);
   EXPECT_GT(step.captured_kernels(), 0u);   // the later steps were replays of one capture
+}
+
+TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) { check_prompt_and_decode_against_libtorch(); }
+
+// the same with the layernorms and the softmax joined into their consumers (prompt rows too: 2 x 6 <= 64)
+TEST(Gpt2Cache, JoinedPromptAndDecodeStepsMatchLibtorch) {
+  tg::Context c{{"ROW_BCAST", 1}};
+  check_prompt_and_decode_against_libtorch();
 }
 
 // Every position of the context: the jitted cached step's logits equal those of one uncached forward pass
