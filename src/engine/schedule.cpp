@@ -784,7 +784,7 @@ class GraphScheduler {
   // next to a kernel launch when the rows are few (a decode step's one token) and the device runs them in
   // parallel blocks of threads (GPUs). On the CPU each core recomputes them serially and the kernel loses
   // the matmul's register tile (measured: GPT-2 124M decode 77 instead of 114 kernels per token, but
-  // 2x slower). Opt-in until it is timed on a GPU: ROW_BCAST=1 on every device, -1 on GPUs only, 0 (unset) off.
+  // 2-3x slower). Opt-in until it is timed on a GPU: ROW_BCAST=1 on every device, -1 on GPUs only, 0 (unset) off.
   std::unordered_map<LB, RowSig> merge_row_groups(std::vector<std::pair<LB, std::vector<LB>>>& groups) {
     std::unordered_map<LB, RowSig> sigs;
     if (!getenv("FUSE_ROWS", 1)) return sigs;
