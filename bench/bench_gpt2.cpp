@@ -253,9 +253,9 @@ int parent() {
   }
   std::printf("{\"bench\":\"gpt2_decode\",\"impl\":\"tg\",\"device\":\"%s\",\"dtype\":\"%s\",\"what\":\"GPT-2 124M random weights, batch 1, greedy, "
               "after a 20-token prompt, TinyJit replay with a symbolic start_pos\",\"tokens\":%d,\"tok_s\":%.2f,\"tok_s_cold_process\":%.2f,"
-              "\"kernels_per_token\":%d,\"JIT\":\"%s\",\"vs_bound_elementwise\":%s,\"vs_bound_sum\":%s}\n",
-              device.c_str(), dt, tokens, tok_s, cold["tok_s"], int(warm["kernels"]), tg::getenv_str("JIT", "default").c_str(), vs_elem.c_str(),
-              vs_sum.c_str());
+              "\"kernels_per_token\":%d,\"JIT\":\"%s\",\"ROW_BCAST\":\"%s\",\"vs_bound_elementwise\":%s,\"vs_bound_sum\":%s}\n",
+              device.c_str(), dt, tokens, tok_s, cold["tok_s"], int(warm["kernels"]), tg::getenv_str("JIT", "default").c_str(),
+              tg::getenv_str("ROW_BCAST", "default").c_str(), vs_elem.c_str(), vs_sum.c_str());
   std::fflush(stdout);
 #ifdef TG_HAVE_TORCH
   if (device == "CPU") {

@@ -162,6 +162,7 @@ if has gpt2; then
   echo "torch rc=$?"
   gpt2 0
   [ -n "${COMPARE_JIT2:-}" ] && gpt2 1 JIT=2
+  [ -n "${COMPARE_ROW_BCAST:-}" ] && gpt2 1 ROW_BCAST=1   # layernorms and the softmax joined into their matmuls (opt-in)
   python3 - "$OUT" <<'PY'
 import json, sys
 o = sys.argv[1]
@@ -171,14 +172,20 @@ def lines(f):
         try: r.append(json.loads(l))
         except Exception: pass
     return r
-tg = {j["dtype"]: j for j in lines(o + "/gpt2_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg" and j.get("JIT") != "2"}
+tg = {j["dtype"]: j for j in lines(o + "/gpt2_tg.jsonl") if j.get("bench") == "gpt2_decode" and j.get("impl") == "tg" and j.get("JIT") != "2"
+      and j.get("ROW_BCAST", "default") == "default"}
 th = {}
 for j in lines(o + "/gpt2_torch.jsonl"):
     if "tok_s" in j: th.setdefault({"float32": "fp32", "float16": "fp16"}[j["dtype"]], {})["graph" if "graph" in j["impl"] else "eager"] = j["tok_s"]
 for dt in ("fp32", "fp16"):
     t, p = tg.get(dt, {}), th.get(dt, {})
     r = {k: round(t["tok_s"] / v, 3) for k, v in p.items() if t.get("tok_s") and v}
-    print(json.dumps({"dtype": dt, "tg_tok_s": t.get("tok_s"), "kernels": t.get("kernels"), "torch_tok_s": p, "tg_over_torch": r}))
+    print(json.dumps({"dtype": dt, "tg_tok_s": t.get("tok_s"), "kernels": t.get("kernels_per_token"), "torch_tok_s": p, "tg_over_torch": r}))
+for j in lines(o + "/gpt2_tg.jsonl"):
+    if j.get("bench") == "gpt2_decode" and (j.get("JIT") == "2" or j.get("ROW_BCAST", "default") != "default"):
+        p = th.get(j["dtype"], {})
+        print(json.dumps({"dtype": j["dtype"], "JIT": j.get("JIT"), "ROW_BCAST": j.get("ROW_BCAST"), "tg_tok_s": j["tok_s"],
+                          "kernels": j.get("kernels_per_token"), "tg_over_torch": {k: round(j["tok_s"] / v, 3) for k, v in p.items() if v}}))
 PY
   DEVICE=CUDA DEBUG=2 timeout 60 "./$BUILD/examples/gpt2" --random-weights --half --count 4 --temperature 0 --prompt "Hello world" \
     > "$OUT/gpt2_debug2.log" 2>&1

@@ -394,3 +394,91 @@ TEST(FuseRows, SymbolicRowLength) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
   EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty()) << p.src;
 }
+
+
+// A layernorm over a few rows joins the matmul that reads it (ROW_BCAST=1; -1 on GPUs only; unset, off): the
+// matmul's rows (one per output column) embed the layernorm's, whose mean and variance are recomputed
+// per column in the one kernel. Values equal the unfused schedule's; many rows, or a layernorm another
+// kernel reads too, stay two kernels; a matmul that assigns into a buffer's rows (a KV cache) joins too.
+TEST(FuseRows, FewRowLayernormJoinsItsMatmul) {
+  auto data = [](const Shape& s, uint32_t seed) { return rnd(s, seed).contiguous().tolist<float>(); };
+  const std::vector<float> g = data({96}, 2), b = data({96}, 3), w = data({96, 40}, 4), bias = data({40}, 5);
+  auto model = [&](const Tensor& x) {
+    auto t = [&](const std::vector<float>& v, const Shape& s) { return Tensor::from<float>(v, s, Opts{dtypes::float32, "CPU", false}); };
+    return (x.layernorm(-1) * t(g, {96}) + t(b, {96})).matmul(t(w, {96, 40})) + t(bias, {40});
+  };
+  for (int64_t rows : {1, 3, 100}) {
+    const std::vector<float> h = data({rows, 96}, 1);
+    auto run = [&](int bcast, size_t& n) {
+      Context c{{"ROW_BCAST", bcast}};
+      Tensor y = model(Tensor::from<float>(h, {rows, 96}, Opts{dtypes::float32, "CPU", false}));
+      n = kernels(y);
+      return y.tolist<float>();
+    };
+    size_t n_on = 0, n_off = 0;
+    std::vector<float> on = run(1, n_on), off = run(0, n_off);
+    EXPECT_EQ(n_off, 2u) << rows << " rows";
+    EXPECT_EQ(n_on, rows <= 64 ? 1u : 2u) << rows << " rows";
+    ASSERT_EQ(on.size(), off.size());
+    for (size_t i = 0; i < on.size(); i++) ASSERT_NEAR(on[i], off[i], 1e-4 * std::max(1.0f, std::fabs(off[i]))) << rows << " rows at " << i;
+  }
+  Context c{{"ROW_BCAST", 1}};
+  Tensor x = Tensor::from<float>(data({3, 96}, 1), {3, 96}, Opts{dtypes::float32, "CPU", false});
+  Tensor ln = x.layernorm(-1);
+  EXPECT_EQ(kernels({ln, ln.matmul(Tensor::from<float>(w, {96, 40}, Opts{dtypes::float32, "CPU", false}))}), 2u) << "the layernorm is an output";
+  // into rows 2..4 of a realized buffer, as a KV cache takes a step's keys and values
+  Tensor cache = Tensor::zeros({8, 40}).contiguous().realize();
+  Tensor y = model(x);
+  std::vector<float> want = y.tolist<float>();
+  Tensor dst = cache.shrink({{2, 5}, {0, 40}}), src = model(x);
+  const int64_t before = GlobalCounters::kernel_count;
+  dst.assign(src).realize();
+  EXPECT_EQ(GlobalCounters::kernel_count - before, 1) << "the layernorm, the matmul and the assign in one kernel";
+  std::vector<float> got = cache.tolist<float>();
+  for (int64_t r = 0; r < 8; r++)
+    for (int64_t j = 0; j < 40; j++) {
+      const float e = r >= 2 && r < 5 ? want[size_t((r - 2) * 40 + j)] : 0.f;
+      ASSERT_NEAR(got[size_t(r * 40 + j)], e, 1e-4 * std::max(1.0f, std::fabs(e))) << "cache row " << r << " column " << j;
+    }
+}
+
+// No GPU needed: the joined layernorm + matrix-vector kernel renders for CUDA as a block per output
+// column whose threads share the row: three block reductions (mean, variance, dot), and NVRTC compiles it.
+TEST(FuseRows, CudaLayernormMatvecRendersOneKernel) {
+  Context c{{"ROW_BCAST", 1}};
+  CUDARenderer ren("sm_90");
+  for (DType dt : {dtypes::float32, dtypes::float16}) {
+    Opts o{dt, "CPU", false};
+    Tensor x = Tensor::empty({1, 1, 768}, o), w = Tensor::empty({2304, 768}, o), g = Tensor::empty({768}, o);
+    std::vector<ScheduleItem> sched = ((x.layernorm(-1) * g + g).matmul(w.T())).schedule();
+    std::erase_if(sched, [](const ScheduleItem& si) { return si.kind != MetaOps::KERNEL; });
+    ASSERT_EQ(sched.size(), 1u);
+    Kernel k(Access::uop(sched[0].ast), ren);
+    k.hand_coded_optimizations();
+    RenderedProgram p = k.to_program();
+    EXPECT_NE(p.src.find("__shared__ float temp3"), std::string::npos) << p.src;
+    EXPECT_EQ(p.global_size[0], 2304) << "a block per output column";
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty()) << p.src;
+  }
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+}
+
+// A softmax over a few rows joins the product with the values that reads it (ROW_BCAST=1): one query
+// per head attending to 10 keys, the softmax recomputed for each of the head's 16 dims; values equal
+// the unfused schedule's. (The symbolic key length of a KV cache: Gpt2Cache tests.)
+TEST(FuseRows, FewRowSoftmaxJoinsTheValueProduct) {
+  auto data = [](const Shape& s, uint32_t seed) { return rnd(s, seed).contiguous().tolist<float>(); };
+  const std::vector<float> q = data({1, 4, 1, 16}, 1), k = data({1, 4, 10, 16}, 2), v = data({1, 4, 10, 16}, 3);
+  auto run = [&](int bcast, size_t& n) {
+    Context c{{"ROW_BCAST", bcast}};
+    auto t = [](const std::vector<float>& x, const Shape& s) { return Tensor::from<float>(x, s, Opts{dtypes::float32, "CPU", false}); };
+    Tensor y = t(q, {1, 4, 1, 16}).scaled_dot_product_attention(t(k, {1, 4, 10, 16}), t(v, {1, 4, 10, 16}));
+    n = kernels(y);
+    return y.tolist<float>();
+  };
+  size_t n_on = 0, n_off = 0;
+  std::vector<float> on = run(1, n_on), off = run(0, n_off);
+  EXPECT_EQ(n_on + 1, n_off) << "the softmax's kernel joins .v";
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t i = 0; i < on.size(); i++) ASSERT_NEAR(on[i], off[i], 1e-5) << "at " << i;
+}

@@ -9,8 +9,12 @@
 
 #include <tg/tg.hpp>
 
+#include "access.hpp"
+#include "codegen/kernel.hpp"
 #include "engine/realize.hpp"
+#include "engine/schedule.hpp"
 #include "gpt2/generate.hpp"
+#include "renderer/cstyle.hpp"
 #include "gpt2/model.hpp"
 #include "gpt2/tokenizer.hpp"
 
@@ -103,7 +107,7 @@ std::vector<tg::Variable> decode_vars(int64_t pos, int64_t ctx, const std::vecto
   return v;
 }
 
-TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) {
+void check_prompt_and_decode_against_libtorch() {
   Reference ref;
   gpt2::Transformer m = load(kDir);
   const int64_t ctx = 16;
@@ -118,10 +122,18 @@ TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) {
   EXPECT_GT(step.captured_kernels(), 0u);   // the later steps were replays of one capture
 }
 
+TEST(Gpt2Cache, PromptAndEachJittedDecodeStepMatchLibtorch) { check_prompt_and_decode_against_libtorch(); }
+
+// the same with the layernorms and the softmax joined into their consumers (prompt rows too: 2 x 6 <= 64)
+TEST(Gpt2Cache, JoinedPromptAndDecodeStepsMatchLibtorch) {
+  tg::Context c{{"ROW_BCAST", 1}};
+  check_prompt_and_decode_against_libtorch();
+}
+
 // Every position of the context: the jitted cached step's logits equal those of one uncached forward pass
 // over the whole sequence (causal, so position p sees tokens 0..p only), and after the capture no kernel
-// is compiled or captured again.
-TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
+// is compiled or captured again. Returns the kernels of one captured step.
+size_t check_every_decode_position() {
   gpt2::Transformer m = load(kDir);
   const int64_t ctx = 32, prompt = 3;   // the fixture's n_positions
   std::vector<int32_t> flat;
@@ -141,17 +153,70 @@ TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
       EXPECT_EQ(step.captured_kernels(), kernels) << "position " << pos;
       EXPECT_EQ(tg::method_cache_size(), compiled) << "a kernel was compiled for position " << pos;
     }
-    ASSERT_EQ(got.size(), size_t(2 * kVocab));
+    EXPECT_EQ(got.size(), size_t(2 * kVocab));
+    if (got.size() != size_t(2 * kVocab)) return kernels;
     for (int64_t b = 0; b < 2; b++)
-      for (int64_t v = 0; v < kVocab; v++)
-        ASSERT_NEAR(got[size_t(b * kVocab + v)], want[size_t((b * ctx + pos) * kVocab + v)], 1e-4) << "row " << b << " position " << pos << " token " << v;
+      for (int64_t v = 0; v < kVocab; v++) {
+        EXPECT_NEAR(got[size_t(b * kVocab + v)], want[size_t((b * ctx + pos) * kVocab + v)], 1e-4) << "row " << b << " position " << pos << " token " << v;
+        if (std::abs(got[size_t(b * kVocab + v)] - want[size_t((b * ctx + pos) * kVocab + v)]) > 1e-4) return kernels;
+      }
   }
-  // per layer: the qkv matmul (with the cache assign), q.k, the softmax over the symbolic keys as one
+  EXPECT_EQ(step.cnt(), ctx - prompt);
+  return kernels;
+}
+
+TEST(Gpt2Cache, EveryDecodePositionEqualsUncachedWithOneCapture) {
+  // the default schedule (ROW_BCAST unset: the layernorms stay kernels of their own).
+  // Per layer: the qkv matmul (with the cache assign), q.k, the softmax over the symbolic keys as one
   // row kernel, .v, the projection, two layernorms (a row kernel each) and the two MLP matmuls; then
   // the final layernorm and lm_head: 9 per layer + 2 (11 per layer while the symbolic softmax took 3)
+  tg::Context c{{"ROW_BCAST", 0}};
+  size_t kernels = check_every_decode_position();
   EXPECT_GT(kernels, 0u);
   EXPECT_LE(kernels, 9u * 2 + 2);
-  EXPECT_EQ(step.cnt(), ctx - prompt);
+}
+
+// A layernorm of one token's row joins the matmul that reads it (ROW_BCAST=1): each
+// layer's two layernorms and the final one are no kernels of their own, and the c_attn kernel that
+// joins ln_1 still stores the KV cache rows (its assign); the softmax over the symbolic key length joins
+// .v (its rows add the head dim). 6 per layer + 1: was 9 per layer + 2.
+TEST(Gpt2Cache, LayernormsJoinTheirMatmulsInTheDecodeStep) {
+  tg::Context c{{"ROW_BCAST", 1}};
+  size_t kernels = check_every_decode_position();
+  EXPECT_GT(kernels, 0u);
+  EXPECT_LE(kernels, 6u * 2 + 1);
+}
+
+// No GPU needed: the joined decode step (ROW_BCAST=1, or -1 on GPUs only) renders for CUDA and NVRTC
+// compiles it, as realize would (symbolic dims skip the opts they don't take). The model realizes each
+// layer's cache assign as it builds the graph, so logits.schedule() holds the kernels after the last one:
+// the last layer's q.k, its softmax joined into .v, the projection, c_fc with ln_2, the MLP's c_proj and
+// lm_head with ln_f (6, 9 unjoined); the assign kernel (ln_1 + c_attn + the KV-cache rows at a symbolic
+// start_pos) is scheduled on its own below.
+std::vector<tg::RenderedProgram> render_cuda(const Tensor& t) {
+  tg::CUDARenderer ren("sm_90");
+  std::vector<tg::RenderedProgram> ret;
+  for (const tg::ScheduleItem& si : t.schedule())
+    if (si.kind == tg::MetaOps::KERNEL) ret.push_back(tg::get_kernel(ren, tg::Access::uop(si.ast))->to_program());
+  return ret;
+}
+TEST(Gpt2Cache, JoinedDecodeStepRendersForCuda) {
+  tg::Context c{{"ROW_BCAST", 1}};
+  gpt2::Transformer m = load(kDir);
+  const int64_t ctx = 16;
+  m(Tensor::from(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, {2, 3}, Opts{tg::dtypes::int32}), 0, ctx).realize();
+  std::vector<tg::Variable> v = decode_vars(3, ctx, {7, 8});
+  std::vector<tg::RenderedProgram> ps = render_cuda(m(std::vector<tg::Variable>(v.begin() + 1, v.end()), v[0], ctx));
+  EXPECT_EQ(ps.size(), 6u);
+  // ln_1 + c_attn stored into the cache rows at start_pos: one kernel
+  Tensor cache = Tensor::zeros({2, ctx, 192}).contiguous().realize();
+  Tensor x = Tensor::empty({2, 1, 64}), w = Tensor::empty({64, 192}), b = Tensor::empty({192});
+  std::vector<std::pair<tg::sint, tg::sint>> rows = {{0, 2}, {v[0], v[0] + 1}, {0, 192}};
+  std::vector<tg::RenderedProgram> as = render_cuda(cache.shrink(rows).assign((x.layernorm(-1) * b.shrink({{0, 64}}) + 1).matmul(w) + b));
+  EXPECT_EQ(as.size(), 1u);
+  ps.insert(ps.end(), as.begin(), as.end());
+  if (!tg::nvrtc_available()) GTEST_SKIP() << "NVRTC not installed: rendered only";
+  for (const tg::RenderedProgram& p : ps) EXPECT_FALSE(tg::nvrtc_compile(p.src, "sm_90").empty()) << p.src;
 }
 
 TEST(Gpt2Cache, StaticStartPosMatchesLibtorch) {

@@ -66,7 +66,7 @@ std::vector<int> Generator::prompt(const std::vector<std::vector<int>>& rows) {
   model_.reset_cache();
   jit_.reset();
   pos_ = 0;
-  Tensor logits = model_(token_tensor(rows, device_, model_.cfg.vocab_size), 0, max_context_);
+  Tensor logits = model_(token_tensor(rows, device_, model_.cfg.vocab_size), 0, max_context_, true);
   pos_ = int64_t(rows[0].size());
   token_vars_.clear();
   for (size_t b = 0; b < rows.size(); b++) token_vars_.emplace_back("tok" + std::to_string(b), 0, model_.cfg.vocab_size - 1);

@@ -160,9 +160,9 @@ void randomize(Transformer& model, uint64_t seed, const std::string& device) {
   model.reset_cache();
 }
 
-Tensor Transformer::operator()(const Tensor& tokens, const tg::sint& start_pos, int64_t max_context) {
+Tensor Transformer::operator()(const Tensor& tokens, const tg::sint& start_pos, int64_t max_context, bool last_only) {
   if (tokens.ndim() != 2) throw tg::Error("gpt2: tokens must be (batch, seq), got " + tg::to_str(tokens.shape()));
-  return forward(wte(tokens), start_pos, max_context);
+  return forward(wte(tokens), start_pos, max_context, last_only);
 }
 
 Tensor Transformer::operator()(const std::vector<tg::Variable>& tokens, const tg::sint& start_pos, int64_t max_context) {
@@ -177,7 +177,7 @@ Tensor Transformer::operator()(const std::vector<tg::Variable>& tokens, const tg
   return forward(emb.reshape({int64_t(rows.size()), 1, cfg.n_embd}), start_pos, max_context);
 }
 
-Tensor Transformer::forward(const Tensor& tok_emb, const tg::sint& start_pos, int64_t max_context) {
+Tensor Transformer::forward(const Tensor& tok_emb, const tg::sint& start_pos, int64_t max_context, bool last_only) {
   int64_t T = tok_emb.shape()[1];
   if (start_pos.vmin() < 0 || start_pos.vmax() + T > cfg.n_positions)
     throw tg::Error("gpt2: positions " + str(start_pos) + ".." + str(start_pos + T) + " (up to " + std::to_string(start_pos.vmax() + T) +
@@ -185,6 +185,7 @@ Tensor Transformer::forward(const Tensor& tok_emb, const tg::sint& start_pos, in
   Tensor pos_emb = wpe.weight.shrink(std::vector<SRange>{{start_pos, start_pos + T}, {0, cfg.n_embd}}).reshape({1, T, cfg.n_embd});
   Tensor x = tok_emb + pos_emb;
   for (auto& b : h) x = b(x, start_pos, max_context);
+  if (last_only && T > 1) x = x.shrink({{0, x.shape()[0]}, {T - 1, T}, {0, cfg.n_embd}});
   // lm_head is tied to wte
   return ln_f(x).matmul(wte.weight.T()).float_();
 }

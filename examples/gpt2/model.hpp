@@ -73,10 +73,12 @@ class Transformer : public tg::nn::Module {
   // Parameters start as HF's initialization (normal(0, 0.02) weights, zero biases, unit norms) on the
   // default device, seeded by Tensor::manual_seed; a checkpoint loader overwrites them.
   explicit Transformer(const Config& cfg);
-  // tokens: (B, T) int32 at positions start_pos..start_pos+T-1. Returns logits (B, T, vocab_size) in float32.
+  // tokens: (B, T) int32 at positions start_pos..start_pos+T-1. Returns logits (B, T, vocab_size) in float32,
+  // or with last_only those of the last position alone (B, 1, vocab_size): a prompt's next token needs no
+  // more, and lm_head over every position was the prompt's largest matmul (T x the vocabulary).
   // max_context > 0 uses the KV cache of that length (allocated on the first call, kept until
   // reset_cache). A symbolic start_pos (a bound Variable) takes one token per row (T == 1).
-  Tensor operator()(const Tensor& tokens, const tg::sint& start_pos = 0, int64_t max_context = 0);
+  Tensor operator()(const Tensor& tokens, const tg::sint& start_pos = 0, int64_t max_context = 0, bool last_only = false);
   // One decode token per row, each a bound Variable in [0, vocab_size): the embedding reads one row of
   // wte per token (tinygrad's gpt2 does this for batch 1) instead of a one-hot product over all of wte.
   // Returns logits (B, 1, vocab_size).
@@ -88,7 +90,7 @@ class Transformer : public tg::nn::Module {
   void to(const std::string& device, tg::DType dtype);
   void collect(const std::string& p, tg::nn::NamedTensors& out) override;
  private:
-  Tensor forward(const Tensor& tok_emb, const tg::sint& start_pos, int64_t max_context);
+  Tensor forward(const Tensor& tok_emb, const tg::sint& start_pos, int64_t max_context, bool last_only = false);
 };
 
 // Seeded random weights for runs without a checkpoint: HF's initialization (normal(0, 0.02) matrices and

@@ -13,6 +13,7 @@
 
 #include "engine/graph.hpp"
 #include "engine/profile.hpp"
+#include "engine/realize.hpp"
 #include "lazy/metadata.hpp"
 #include "runtime/buffer.hpp"
 #include "shape/shape_helpers.hpp"
@@ -159,6 +160,45 @@ std::pair<ShapeTracker, std::vector<int64_t>> view_into_reduce(const ShapeTracke
   return {in, raxis};
 }
 
+// The last two views as one where the last only inserts and expands dims of the one before it (each of
+// its strided dims is a dim of the same size there, at that dim's row-major stride; offset 0, no mask):
+// symbolic views don't merge in View::operator+ (a softmax's probabilities over a KV cache's keys read
+// by .v with the head dim broadcast). Otherwise st as it is.
+bool same_dims(const std::vector<sint>& a, const std::vector<sint>& b);
+ShapeTracker fold_broadcast_view(const ShapeTracker& st) {
+  if (st.views.size() < 2 || st.views.back().mask) return st;
+  const SymView v0 = st.views[st.views.size() - 2].as_sym(), v1 = st.views.back().as_sym();
+  auto is = [](const sint& x, int64_t v) { return x.is_const() && x.const_value() == v; };
+  if (!is(v1.offset, 0)) return st;
+  const size_t n0 = v0.shape.size();
+  std::vector<sint> c(n0, 1);   // row-major strides of v0's shape
+  for (size_t m = n0; m-- > 1;) c[m - 1] = c[m] * v0.shape[m];
+  std::vector<char> used(n0, 0);
+  std::vector<sint> strides;
+  SMask mask;
+  for (size_t j = 0; j < v1.shape.size(); j++) {
+    if (is(v1.strides[j], 0) || is(v1.shape[j], 1)) {
+      strides.push_back(0), mask.emplace_back(sint(0), v1.shape[j]);
+      continue;
+    }
+    std::optional<size_t> hit;
+    for (size_t m = 0; m < n0 && !hit; m++)
+      if (!used[m] && same_dims({v0.shape[m]}, {v1.shape[j]}) && same_dims({c[m]}, {v1.strides[j]})) hit = m;
+    if (!hit) return st;
+    used[*hit] = 1;
+    strides.push_back(v0.strides[*hit]);
+    mask.push_back(v0.mask ? (*v0.mask)[*hit] : std::pair<sint, sint>{sint(0), v1.shape[j]});
+  }
+  // the dims of v0 it doesn't index stay at 0, which their mask must hold
+  for (size_t m = 0; m < n0; m++)
+    if (!used[m] && v0.mask && !is((*v0.mask)[m].first, 0)) return st;
+  VarBindings vals = v0.vals;
+  for (auto& [k, x] : v1.vals) vals.emplace(k, x);
+  std::vector<View> views(st.views.begin(), st.views.end() - 2);
+  views.push_back(View::create_sym(v1.shape, strides, v0.offset, v0.mask ? std::optional<SMask>(mask) : std::nullopt, vals));
+  return ShapeTracker(views);
+}
+
 // A group of LazyBuffers realized by one ScheduleItem, before buffers are attached.
 struct LBScheduleItem {
   MetaOps kind = MetaOps::KERNEL;
@@ -199,6 +239,7 @@ bool same_dims(const std::vector<sint>& a, const std::vector<sint>& b) {
 struct RowSig {
   std::vector<sint> full;
   std::vector<int64_t> axis;
+  bool embedding = false;   // the group took in reduces of rows it embeds (lowered by embedded_source_view)
   bool operator==(const RowSig& o) const { return axis == o.axis && same_dims(full, o.full); }
   std::vector<sint> reduced() const {
     std::vector<sint> r = full;
@@ -217,6 +258,21 @@ struct RowSig {
     for (auto& d : s) ns *= d.const_value();
     for (auto& d : r) nr *= d.const_value();
     return ns == nr;
+  }
+  std::vector<sint> lengths() const {   // the rows' dims, in axis order
+    std::vector<sint> l;
+    for (int64_t a : axis) l.push_back(full[a]);
+    return l;
+  }
+  int64_t rows() const {   // how many rows (at their largest)
+    int64_t n = 1;
+    for (auto& d : reduced()) n *= d.vmax();
+    return n;
+  }
+  // rows of `a` fit in these rows with dims of their own broadcast (a layernorm's rows in its matmul's,
+  // whose rows add the output column; a softmax's in its .v's, which add the head dim): same row lengths
+  bool embeds(const RowSig& a) const {
+    return a.axis.size() == axis.size() && full.size() >= a.full.size() && rows() > a.rows() && same_dims(a.lengths(), lengths());
   }
   int64_t max_row() const {   // the row's length at its largest
     int64_t n = 1;
@@ -301,6 +357,8 @@ class GroupLowerer {
   // is a reduce of its own nested in the rows' loops: its reduce dims follow the rows' (ext_ of them).
   UOp lower_row_kernel() {
     ext_ = row_arange_dims();
+    for (size_t i = 0; i < outs_.size(); i++)
+      if (outs_[i]->op_is(MetaOps::ASSIGN)) assign_targets_[outs_[i]->srcs[1].get()] = i;
     std::vector<UOp> stores;
     for (size_t i = 0; i < outs_.size(); i++) {
       LB o = outs_[i];
@@ -308,8 +366,13 @@ class GroupLowerer {
       const bool full = row_->is_full(os);
       if (!full && !row_->is_reduced(os)) throw UnfusableRow("row kernel output " + o->str());
       const std::vector<sint> at = row_ext(full ? row_->full : row_->reduced());
-      const ShapeTracker out = ShapeTracker::from_sym_shape(at);
+      ShapeTracker out = ShapeTracker::from_sym_shape(at);
       UOp val = lazyop(o, same_dims(os, at) ? out : o->fresh_st().reshape_sym(at));
+      // an assign stores through its target's view (a KV cache's rows), as lower_kernel does
+      if (auto target_st = o->op_is(MetaOps::ASSIGN) ? std::get_if<ShapeTracker>(&o->arg) : nullptr) {
+        if (!same_dims(target_st->sym_shape(), os)) throw UnfusableRow("row kernel assign through " + target_st->str());
+        out = target_st->reshape_sym(at).simplify();
+      }
       stores.push_back(UOp(Ops::STORE, dtypes::void_, {define_global(o->dtype, i), sst(out), val}));
     }
     return UOp(Ops::SINK, dtypes::void_, stores);
@@ -317,6 +380,37 @@ class GroupLowerer {
   std::vector<sint> row_ext(std::vector<sint> s) const { return s.insert(s.end(), ext_, sint(1)), s; }
   static bool is_arange(LB b) { return b->op_is(ReduceOps::SUM) && b->srcs[0]->base()->op_is(MetaOps::CONST); }
   bool is_row_reduce(LB r) const { return std::get<std::vector<int64_t>>(r->arg) == row_->axis && row_->is_full(r->srcs[0]->sym_shape()); }
+  // a reduce of rows that fit in the kernel's with dims of their own broadcast (RowSig::embeds)
+  bool is_embedded_reduce(LB r) const {
+    if (!row_->embedding || (!r->op_is(ReduceOps::SUM) && !r->op_is(ReduceOps::MAX))) return false;
+    return row_->embeds(RowSig{r->srcs[0]->sym_shape(), std::get<std::vector<int64_t>>(r->arg)});
+  }
+  // The source view of an embedded reduce r read through st (the kernel's full or reduced shape, the
+  // value broadcast along the kernel's rows): r's rows laid along the kernel's row axes, so a reduce
+  // over them gives r at every index of the kernel, recomputed for each index of the dims r lacks.
+  ShapeTracker embedded_source_view(LB r, const ShapeTracker& st_in) const {
+    const ShapeTracker st = fold_broadcast_view(st_in.simplify());
+    const std::vector<sint> ss = st.sym_shape(), full = row_->full, red = row_->reduced();
+    if (ext_ != 0 || (!same_dims(ss, full) && !same_dims(ss, red))) throw UnfusableRow("row kernel reads " + r->str() + " through " + st.str());
+    ShapeTracker one = st;
+    if (same_dims(ss, full)) {
+      SMask m;
+      for (size_t i = 0; i < full.size(); i++) m.emplace_back(sint(0), std::find(row_->axis.begin(), row_->axis.end(), int64_t(i)) != row_->axis.end() ? sint(1) : full[i]);
+      one = st.shrink_sym(m);
+      // the value must not change along the kernel's rows
+      if (one.expand_sym(full).simplify().unbind() != st.simplify().unbind()) throw UnfusableRow("row kernel reads " + r->str() + " along its rows through " + st.str());
+    }
+    auto [in, raxis] = view_into_reduce(r->srcs[0]->fresh_st(), one, std::get<std::vector<int64_t>>(r->arg));
+    // in: the reduced shape and r's row dims after it; move those into the kernel's row axes
+    const int nd = static_cast<int>(full.size());
+    std::vector<int> perm;
+    for (int i = 0; i < nd; i++) {
+      auto it = std::find(row_->axis.begin(), row_->axis.end(), int64_t(i));
+      perm.push_back(it == row_->axis.end() ? i : nd + static_cast<int>(it - row_->axis.begin()));
+    }
+    for (int64_t a : row_->axis) perm.push_back(static_cast<int>(a));
+    return in.permute(perm).reshape_sym(full);
+  }
   // the reduce dims of the fused aranges the row kernel computes (all alike), 0 when there are none
   size_t row_arange_dims() const {
     // the aranges' reduce dims share the kernel's trailing dims: they must have the same sizes, not only
@@ -330,7 +424,7 @@ class GroupLowerer {
       stack.pop_back();
       if (!seen.insert(b).second || b->realized() || (realizes_.contains(b) && !is_output(b))) continue;
       has_max = has_max || (b->op_is(ReduceOps::MAX) && is_row_reduce(b));
-      if (b->is_reduce() && !is_row_reduce(b)) {
+      if (b->is_reduce() && !is_row_reduce(b) && !is_embedded_reduce(b)) {
         Shape rshape;
         for (int64_t a : std::get<std::vector<int64_t>>(b->arg)) rshape.push_back(b->srcs[0]->shape()[a]);
         if (!is_arange(b) || (dims && *dims != rshape)) throw UnfusableRow("row kernel reduce " + b->str());
@@ -501,6 +595,9 @@ class GroupLowerer {
       ret = load_or_const(buf, st);
     } else if (buf->is_reduce() && row_ && !is_row_reduce(buf) && is_arange(buf)) {
       ret = row_arange(buf, st);
+    } else if (buf->is_reduce() && row_ && is_embedded_reduce(buf)) {
+      UOp rsrc = lazyop(buf->srcs[0].get(), embedded_source_view(buf, st));
+      ret = UOp(Ops::REDUCE_AXIS, buf->dtype, {rsrc}, ReduceArg{std::get<ReduceOps>(buf->op), row_->axis});
     } else if (buf->is_reduce() && row_) {
       if (!row_view_ok(buf, st)) throw UnfusableRow("row kernel reads " + buf->str() + " through " + st.str());
       const std::vector<sint> full = row_ext(row_->full);
@@ -647,7 +744,8 @@ class GraphScheduler {
     return ret;
   }
   // the rows a group's reduces share; nullopt when they differ or a reduce can't join a row kernel
-  static std::optional<RowSig> row_sig(const GroupReads& gr, bool& ok) {
+  // (allow_embed: one reduce's rows may embed the others', after merges by RowSig::embeds)
+  static std::optional<RowSig> row_sig(const GroupReads& gr, bool& ok, bool allow_embed) {
     std::optional<RowSig> sig;
     ok = true;
     for (LB r : gr.reduces) {
@@ -660,13 +758,19 @@ class GraphScheduler {
       bool sym_ok = true;
       for (size_t i = 0; i < s.full.size(); i++)
         sym_ok = sym_ok && (s.full[i].is_const() || (s.axis.size() == 1 && s.axis[0] == int64_t(i)));
-      if (!op_ok || !sym_ok || r->st.symbolic() || (sig && !(*sig == s))) { ok = false; return std::nullopt; }
-      sig = s;
+      // the group's rows are those of the reduce that embeds every other one (merge_row_groups)
+      if (!op_ok || !sym_ok || r->st.symbolic() || (sig && !(*sig == s) && !(allow_embed && (sig->embeds(s) || s.embeds(*sig))))) {
+        ok = false;
+        return std::nullopt;
+      }
+      if (!sig || s.embeds(*sig)) sig = s;
     }
     return sig;
   }
-  static bool plain_outputs(const std::vector<LB>& g) {
-    return std::none_of(g.begin(), g.end(), [](LB b) { return std::holds_alternative<MetaOps>(b->op) && !b->op_is(MetaOps::CONTIGUOUS); });
+  static bool plain_outputs(const std::vector<LB>& g, bool assign_ok = false) {
+    return std::none_of(g.begin(), g.end(), [&](LB b) {
+      return std::holds_alternative<MetaOps>(b->op) && !b->op_is(MetaOps::CONTIGUOUS) && !(assign_ok && b->op_is(MetaOps::ASSIGN));
+    });
   }
 
   // A reduce's kernel whose result another kernel reads broadcast along the same rows (softmax:
@@ -674,20 +778,41 @@ class GraphScheduler {
   // (from cache) and once for the output, instead of a kernel and a trip to memory per reduce.
   // Its result stays an output only when a kernel outside reads it. Only rows up to ROW_FUSE_MAX
   // (65536) elements join, so a row stays in cache (CPU) and fits a block of threads (GPU).
+  // A few rows (up to ROW_BCAST_MAX, 64) also join a reduce over rows of the same length that adds dims
+  // of its own (RowSig::embeds): a layernorm its matmul (the rows add the output column), a softmax its
+  // .v (they add the head dim). The joined reduces are recomputed for each index of the added dims, cheap
+  // next to a kernel launch when the rows are few (a decode step's one token) and the device runs them in
+  // parallel blocks of threads (GPUs). On the CPU each core recomputes them serially and the kernel loses
+  // the matmul's register tile (measured: GPT-2 124M decode 77 instead of 114 kernels per token, but
+  // 2-3x slower). Opt-in until it is timed on a GPU: ROW_BCAST=1 on every device, -1 on GPUs only, 0 (unset) off.
   std::unordered_map<LB, RowSig> merge_row_groups(std::vector<std::pair<LB, std::vector<LB>>>& groups) {
     std::unordered_map<LB, RowSig> sigs;
     if (!getenv("FUSE_ROWS", 1)) return sigs;
-    const int64_t row_max = getenv("ROW_FUSE_MAX", 65536);
+    const int64_t row_max = getenv("ROW_FUSE_MAX", 65536), bcast_mode = getenv("ROW_BCAST", 0);
+    auto bcast_max_on = [&](const std::string& device) -> int64_t {
+      if (bcast_mode == 0) return 0;
+      if (bcast_mode < 0) {
+        try {
+          if (!get_renderer(device).has_local) return 0;
+        } catch (const Error&) {   // a device this machine can't open (a schedule made without its GPU)
+          return 0;
+        }
+      }
+      return getenv("ROW_BCAST_MAX", 64);
+    };
     std::unordered_map<LB, size_t> group_of;   // output -> group index
     for (size_t i = 0; i < groups.size(); i++) for (LB o : groups[i].second) group_of[o] = i;
     std::vector<char> dead(groups.size(), 0);
+    std::unordered_set<LB> embedded;   // outputs merged in by RowSig::embeds
     // what each group reads and its rows, recomputed only for a group that took in another
     std::vector<std::optional<std::pair<GroupReads, std::pair<bool, std::optional<RowSig>>>>> info(groups.size());
     auto get = [&](size_t i) -> const std::pair<GroupReads, std::pair<bool, std::optional<RowSig>>>& {
       if (!info[i]) {
         GroupReads gr = group_reads(groups[i].second);
         bool ok = true;
-        std::optional<RowSig> sig = row_sig(gr, ok);
+        // (reduces of other rows only where a group embedded another: a double reduce stays no row kernel)
+        const bool emb = std::any_of(groups[i].second.begin(), groups[i].second.end(), [&](LB o) { return embedded.count(o) > 0; });
+        std::optional<RowSig> sig = row_sig(gr, ok, emb);
         info[i].emplace(std::move(gr), std::make_pair(ok, sig));
       }
       return *info[i];
@@ -695,11 +820,14 @@ class GraphScheduler {
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t b = 0; b < groups.size(); b++) {
-        if (dead[b] || no_row_merge_.count(groups[b].first) || !plain_outputs(groups[b].second)) continue;
+        if (dead[b] || no_row_merge_.count(groups[b].first) || !plain_outputs(groups[b].second, bcast_mode != 0)) continue;
         const GroupReads gb = get(b).first;
         bool ok_b = get(b).second.first;
         std::optional<RowSig> sig_b = get(b).second.second;
         if (!ok_b) continue;
+        // (a group with reduces is a kernel on a device that runs them)
+        const int64_t bcast_max = sig_b ? bcast_max_on(groups[b].first->device) : 0;
+        const bool b_plain = plain_outputs(groups[b].second);
         for (LB rd : gb.reads) {
           auto ga = group_of.find(rd);
           if (ga == group_of.end() || ga->second == b || dead[ga->second]) continue;
@@ -707,19 +835,31 @@ class GraphScheduler {
           if (!plain_outputs(groups[a].second)) continue;
           const bool ok_a = get(a).second.first;
           const std::optional<RowSig> sig_a = get(a).second.second;
-          if (!ok_a || !sig_a || (sig_b && !(*sig_a == *sig_b))) continue;
+          if (!ok_a || !sig_a) continue;
+          const bool embed = sig_b && sig_b->embeds(*sig_a);
+          if ((sig_b && !(*sig_a == *sig_b) && !embed) || (!embed && !b_plain)) continue;
           const int64_t row = sig_a->max_row();
           if (row > row_max || row <= 1) continue;
+          // an embedded group is recomputed in b's kernel only: few rows, and no output another kernel needs
+          if (embed && (sig_a->rows() > bcast_max || !only_b_reads(groups, a, b, dead, get))) continue;
+          RowSig sig = embed ? *sig_b : *sig_a;
+          for (LB k : {groups[a].first, groups[b].first})
+            if (auto it = sigs.find(k); it != sigs.end() && it->second.embedding) sig.embedding = true;
+          sig.embedding = sig.embedding || embed;
           // every output of either is the full or the reduced shape of the rows
+          // (outputs of groups embedded before are computed in the kernel only, not stored: they don't count)
           auto fits = [&](const std::vector<LB>& g) {
-            return std::all_of(g.begin(), g.end(), [&](LB o) { return sig_a->is_full(o->sym_shape()) || sig_a->is_reduced(o->sym_shape()); });
+            return std::all_of(g.begin(), g.end(), [&](LB o) { return embedded.count(o) || sig.is_full(o->sym_shape()) || sig.is_reduced(o->sym_shape()); });
           };
-          if (!fits(groups[a].second) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of, gb)) continue;
-          for (LB o : groups[a].second) groups[b].second.push_back(o), group_of[o] = b;
+          if ((!embed && !fits(groups[a].second)) || !fits(groups[b].second) || reaches_other_way(groups, a, b, group_of, gb)) continue;
+          for (LB o : groups[a].second) {
+            groups[b].second.push_back(o), group_of[o] = b;
+            if (embed) embedded.insert(o);
+          }
           info[b].reset();
           groups[a].second.clear();
           dead[a] = 1;
-          sigs[groups[b].first] = *sig_a;
+          sigs[groups[b].first] = sig;
           sigs.erase(groups[a].first);
           changed = true;
           break;
@@ -746,6 +886,20 @@ class GraphScheduler {
       g = std::move(keep);
     }
     return sigs;
+  }
+
+  // whether group a's outputs are only intermediate values of group b: no user output, no forced
+  // realize, no reader but b (merged into b, they are computed there and not stored)
+  template <class Get>
+  bool only_b_reads(const std::vector<std::pair<LB, std::vector<LB>>>& groups, size_t a, size_t b, const std::vector<char>& dead, Get& get) const {
+    for (LB o : groups[a].second)
+      if (o->forced_realize || user_outs_.count(o) || !children_.count(o)) return false;
+    for (size_t g = 0; g < groups.size(); g++) {
+      if (g == a || g == b || dead[g]) continue;
+      for (LB r : get(g).first.reads)
+        if (std::find(groups[a].second.begin(), groups[a].second.end(), r) != groups[a].second.end()) return false;
+    }
+    return true;
   }
 
   // the longest path from a realized buffer up to b (memoized, iterative: graphs can be deep)
