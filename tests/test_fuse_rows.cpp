@@ -304,7 +304,9 @@ TEST(FuseRows, CudaMatchesCpu) {
       std::vector<std::vector<float>> r;
       Tensor x = xc.to(dev).realize(), wd = w.to(dev).realize(), yd = y.to(dev).realize();
       for (int f = 0; f < 3; f++) {
-        Tensor p = Tensor(x).requires_grad_(true);
+        // a fresh leaf per function: Tensor(x) shares x's handle, and to("CPU") of a CPU tensor is the
+        // tensor itself, so the CPU run's gradients accumulated into xc and to() carried them to CUDA
+        Tensor p = x.detach().requires_grad_(true);
         Tensor out = f == 0 ? p.softmax(-1) : f == 1 ? p.layernorm(-1) : p.log_softmax(-1);
         Tensor loss = f == 2 ? p.sparse_categorical_crossentropy(yd) : (out * wd).sum();
         loss.backward();
