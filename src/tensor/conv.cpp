@@ -12,6 +12,7 @@
 // stride-1 conv per input phase, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
 // keeps the dilated one). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "tensor/function.hpp"
@@ -84,6 +85,24 @@ Tensor dilate(const Tensor& t, const Shape& s) {
   }
   return t.reshape(r).pad(p).reshape(r2).shrink(sh);
 }
+// Calls fn(r, kr) for each phase r of a stride-s conv (0 <= r < s per dim, the last dim fastest) that
+// has kernel taps: kr[j] = the taps r[j], r[j] + s[j], ... below K[j].
+void for_each_phase(const Shape& K, const Shape& s, const std::function<void(const Shape&, const Shape&)>& fn) {
+  const size_t n = K.size();
+  Shape r(n, 0);
+  for (bool more = true; more;) {
+    Shape kr(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
+    if (taps) fn(r, kr);
+    more = false;
+    for (size_t j = n; j-- > 0;) {
+      if (++r[j] < s[j]) { more = true; break; }
+      r[j] = 0;
+    }
+  }
+}
+
 // The kernel's taps r, r+s, r+2s, ... along each spatial dim (the last n): the sub-kernel a strided
 // conv applies to the inputs at positions = r (mod s). kr[j] taps along dim j (at least one).
 Tensor kernel_phase(const Tensor& w, const Shape& s, const Shape& r, const Shape& kr) {
@@ -134,31 +153,20 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
   Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
   std::optional<Tensor> dx;
-  Shape r(n, 0);
-  for (bool more = true; more;) {
-    Shape kr(n);
-    bool taps = true;
-    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
-    if (taps) {
-      Shape wrj = wr, wtj = wt;
-      wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
-      const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
-      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n);
-      for (size_t j = 0; j < n; j++) win[2 + j] = std::pair<int64_t, int64_t>{kmax[j] - kr[j], kmax[j] - 1 + L[j]};
-      Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
-      // (bs, groups*cin, *L), each position in a 1-long slot at its phase among s
-      Shape slots{bs, groups * cin};
-      std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
-      for (size_t j = 0; j < n; j++) slots.insert(slots.end(), {L[j], 1}), place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
-      part = part.reshape(slots).pad(place);
-      dx = dx ? *dx + part : part;
-    }
-    more = false;   // the next phase, the last dim fastest
-    for (size_t j = n; j-- > 0;) {
-      if (++r[j] < s[j]) { more = true; break; }
-      r[j] = 0;
-    }
-  }
+  for_each_phase(K, s, [&](const Shape& r, const Shape& kr) {
+    Shape wrj = wr, wtj = wt;
+    wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
+    const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
+    std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n);
+    for (size_t j = 0; j < n; j++) win[2 + j] = std::pair<int64_t, int64_t>{kmax[j] - kr[j], kmax[j] - 1 + L[j]};
+    Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+    // (bs, groups*cin, *L), each position in a 1-long slot at its phase among s
+    Shape slots{bs, groups * cin};
+    std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
+    for (size_t j = 0; j < n; j++) slots.insert(slots.end(), {L[j], 1}), place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
+    part = part.reshape(slots).pad(place);
+    dx = dx ? *dx + part : part;
+  });
   Shape full{bs, groups * cin};
   std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
   for (size_t j = 0; j < n; j++) full.push_back(L[j] * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{lo[j], lo[j] + in[j]};
@@ -222,39 +230,28 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
   for (size_t j = 0; j < n; j++) phase_first.push_back(static_cast<int>(2 + 2 * j));
   const Tensor xs = pad_or_cut(xp, to_whole).reshape(split).permute(phase_first).contiguous();
   std::optional<Tensor> dw;
-  Shape r(n, 0);
-  for (bool more = true; more;) {
-    Shape kr(n);
-    bool taps = true;
-    for (size_t j = 0; j < n; j++) kr[j] = (K[j] - r[j] + s[j] - 1) / s[j], taps = taps && kr[j] > 0;
-    if (taps) {
-      // x_r[y] = xp[y*s + r] for the O + kr - 1 positions the phase's windows read: a view of xs
-      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(n + 2 + n);
-      for (size_t j = 0; j < n; j++) {
-        win[j] = std::pair<int64_t, int64_t>{r[j], r[j] + 1};
-        win[n + 2 + j] = std::pair<int64_t, int64_t>{0, O[j] + kr[j] - 1};
-      }
-      Shape xshape{xp.shape()[0], xp.shape()[1]};
-      for (size_t j = 0; j < n; j++) xshape.push_back(O[j] + kr[j] - 1);
-      const Tensor xr = detail::slice_pad(xs, win).reshape(xshape);
-      Tensor part = weight_grad(xr, g, kr, Shape(n, 1), Shape(n, 1), groups, cout);   // (cout, cin, *kr)
-      // tap j of the phase is tap r + s*j: kr -> kmax taps, each in a 1-long slot at r among s
-      Shape slots{part.shape()[0], part.shape()[1]};
-      std::vector<std::pair<int64_t, int64_t>> fill{{0, 0}, {0, 0}}, place{{0, 0}, {0, 0}};
-      for (size_t j = 0; j < n; j++) {
-        fill.push_back({0, kmax[j] - kr[j]});
-        slots.insert(slots.end(), {kmax[j], 1});
-        place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
-      }
-      part = part.pad(fill).reshape(slots).pad(place);
-      dw = dw ? *dw + part : part;
+  for_each_phase(K, s, [&](const Shape& r, const Shape& kr) {
+    // x_r[y] = xp[y*s + r] for the O + kr - 1 positions the phase's windows read: a view of xs
+    std::vector<std::optional<std::pair<int64_t, int64_t>>> win(n + 2 + n);
+    for (size_t j = 0; j < n; j++) {
+      win[j] = std::pair<int64_t, int64_t>{r[j], r[j] + 1};
+      win[n + 2 + j] = std::pair<int64_t, int64_t>{0, O[j] + kr[j] - 1};
     }
-    more = false;   // the next phase, the last dim fastest
-    for (size_t j = n; j-- > 0;) {
-      if (++r[j] < s[j]) { more = true; break; }
-      r[j] = 0;
+    Shape xshape{xp.shape()[0], xp.shape()[1]};
+    for (size_t j = 0; j < n; j++) xshape.push_back(O[j] + kr[j] - 1);
+    const Tensor xr = detail::slice_pad(xs, win).reshape(xshape);
+    Tensor part = weight_grad(xr, g, kr, Shape(n, 1), Shape(n, 1), groups, cout);   // (cout, cin, *kr)
+    // tap j of the phase is tap r + s*j: kr -> kmax taps, each in a 1-long slot at r among s
+    Shape slots{part.shape()[0], part.shape()[1]};
+    std::vector<std::pair<int64_t, int64_t>> fill{{0, 0}, {0, 0}}, place{{0, 0}, {0, 0}};
+    for (size_t j = 0; j < n; j++) {
+      fill.push_back({0, kmax[j] - kr[j]});
+      slots.insert(slots.end(), {kmax[j], 1});
+      place.insert(place.end(), {{0, 0}, {r[j], s[j] - 1 - r[j]}});
     }
-  }
+    part = part.pad(fill).reshape(slots).pad(place);
+    dw = dw ? *dw + part : part;
+  });
   TG_ASSERT(dw.has_value(), "conv backward: a strided conv with no kernel taps");
   Shape full{dw->shape()[0], dw->shape()[1]};
   std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
