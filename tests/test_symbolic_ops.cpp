@@ -19,6 +19,11 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, floa
   for (size_t i = 0; i < a.size(); i++) EXPECT_NEAR(a[i], b[i], tol) << "at " << i;
 }
 std::vector<float> vals(const Tensor& t) { return t.contiguous().realize().tolist<float>(); }
+// a realized i x j random tensor and its view with both dims bound Variables ("i" and "j", at most 10)
+std::pair<Tensor, Tensor> rand_over_two_vars(int64_t i, int64_t j) {
+  Tensor a = Tensor::rand({i, j}).realize();
+  return {a, a.reshape({Variable("i", 1, 10).bind(i), Variable("j", 1, 10).bind(j)})};
+}
 
 }  // namespace
 
@@ -272,9 +277,7 @@ TEST(SymbolicOps, BoundValueErrors) {
 TEST(SymbolicOps, VarAndMean2D) {
   for (int64_t i = 1; i < 4; i++)
     for (int64_t j = 2; j < 4; j++) {
-      Variable vi = Variable("i", 1, 10).bind(i), vj = Variable("j", 1, 10).bind(j);
-      Tensor a = Tensor::rand({i, j}).realize();
-      Tensor s = a.reshape({vi, vj});
+      auto [a, s] = rand_over_two_vars(i, j);
       expect_close(vals(s.mean()), vals(a.mean()));
       expect_close(vals(s.mean(0)), vals(a.mean(0)));
       expect_close(vals(s.mean(1)), vals(a.mean(1)));
@@ -296,9 +299,7 @@ TEST(SymbolicOps, VarAndMean2D) {
 TEST(SymbolicOps, VarOverTwoSymbolicDims) {
   for (int64_t i = 2; i < 5; i++)
     for (int64_t j = 2; j < 4; j++) {
-      Variable vi = Variable("i", 1, 10).bind(i), vj = Variable("j", 1, 10).bind(j);
-      Tensor a = Tensor::rand({i, j}).realize();
-      Tensor s = a.reshape({vi, vj});
+      auto [a, s] = rand_over_two_vars(i, j);
       expect_close(vals(s.var()), vals(a.var()), 1e-4f);
       expect_close(vals(s.var(0)), vals(a.var(0)), 1e-4f);
       expect_close(vals(s.var(1)), vals(a.var(1)), 1e-4f);

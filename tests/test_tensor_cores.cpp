@@ -412,6 +412,15 @@ std::vector<GemmCase> template_cases() {
       {"4096^3", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), 0, true},
   };
 }
+
+// c's template kernel for sm_90 and its sm_90a PTX; fatal failures when the template isn't chosen or NVRTC rejects it
+void sm90_template_ptx(const GemmCase& c, RenderedProgram& p, std::string& ptx) {
+  static const CUDARenderer sm90r("sm_90");
+  p = template_program(c.ast, sm90r);
+  ASSERT_TRUE(is_template(p)) << c.what;
+  ptx = nvrtc().to_ptx(p.src, "sm_90a");
+  ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+}
 }  // namespace
 
 TEST(TCGemm, TakenAndFallsBack) {
@@ -484,10 +493,9 @@ TEST(TCGemm, PTXHasWgmmaOnSm90) {
   static const CUDARenderer sm90r("sm_90");
   for (const GemmCase& c : template_cases()) {
     Context ctx({{"TC_OPT", c.tc_opt}, {"TC_TMA", 0}});   // the cp.async wgmma kernel (PTXHasTmaOnSm90: the default)
-    const RenderedProgram p = template_program(c.ast, sm90r);
-    ASSERT_TRUE(is_template(p)) << c.what;
-    const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
-    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+    RenderedProgram p;
+    std::string ptx;
+    ASSERT_NO_FATAL_FAILURE(sm90_template_ptx(c, p, ptx));
     if (!c.kmajor) {   // both operands M/N-major: mma.sync
       EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k16"), 16u) << c.what;
       continue;
@@ -513,10 +521,9 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
   for (const GemmCase& c : template_cases()) {
     if (!c.kmajor) continue;   // both operands M/N-major: mma.sync (PTXHasWgmmaOnSm90)
     Context ctx({{"TC_OPT", c.tc_opt}});
-    const RenderedProgram p = template_program(c.ast, sm90r);
-    ASSERT_TRUE(is_template(p)) << c.what;
-    const std::string ptx = nvrtc().to_ptx(p.src, "sm_90a");
-    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
+    RenderedProgram p;
+    std::string ptx;
+    ASSERT_NO_FATAL_FAILURE(sm90_template_ptx(c, p, ptx));
     EXPECT_GE(count(ptx, "cp.async.bulk.tensor."), 2u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier::complete_tx::bytes"), 2u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier.arrive.expect_tx"), 1u) << c.what;
