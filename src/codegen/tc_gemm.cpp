@@ -141,19 +141,22 @@ struct Epilogue {
   const Plan& p;
   std::vector<UOp> idxs;   // per axis of the output: em, en, eb<i>, or 0
 
+  // an ALU node in the renderer's syntax, its sources rendered by src (index math or values)
+  template <class F>
+  std::string alu(const UOp& u, F src) const {
+    std::vector<std::string> o;
+    for (const UOp& s : u->src) o.push_back(src(s));
+    const AluOp op = u->is<UnaryOps>() ? AluOp(u->as<UnaryOps>()) : u->is<BinaryOps>() ? AluOp(u->as<BinaryOps>()) : AluOp(u->as<TernaryOps>());
+    auto it = r.code_for_op.find(op);
+    need(it != r.code_for_op.end());
+    return it->second(o, u->dtype);
+  }
   std::string index(const UOp& u) const {
     switch (u->op) {
       case Ops::CONST: return r.render_const(u.const_value(), u->dtype);
       case Ops::DEFINE_VAR: return u->as<std::string>();
       case Ops::CAST: return r.render_cast(index(u->src[0]), u->dtype);
-      case Ops::ALU: {
-        std::vector<std::string> o;
-        for (const UOp& s : u->src) o.push_back(index(s));
-        const AluOp op = u->is<UnaryOps>() ? AluOp(u->as<UnaryOps>()) : u->is<BinaryOps>() ? AluOp(u->as<BinaryOps>()) : AluOp(u->as<TernaryOps>());
-        auto it = r.code_for_op.find(op);
-        need(it != r.code_for_op.end());
-        return it->second(o, u->dtype);
-      }
+      case Ops::ALU: return alu(u, [&](const UOp& s) { return index(s); });
       default: throw NotCovered{};
     }
   }
@@ -186,14 +189,7 @@ struct Epilogue {
       }
       case Ops::CAST: return r.render_cast(value(x->src[0]), x->dtype);
       case Ops::BITCAST: return r.render_cast(value(x->src[0]), x->dtype, true);
-      case Ops::ALU: {
-        std::vector<std::string> o;
-        for (const UOp& s : x->src) o.push_back(value(s));
-        const AluOp op = x->is<UnaryOps>() ? AluOp(x->as<UnaryOps>()) : x->is<BinaryOps>() ? AluOp(x->as<BinaryOps>()) : AluOp(x->as<TernaryOps>());
-        auto it = r.code_for_op.find(op);
-        need(it != r.code_for_op.end());
-        return it->second(o, x->dtype);
-      }
+      case Ops::ALU: return alu(x, [&](const UOp& s) { return value(s); });
       default: throw NotCovered{};
     }
   }
