@@ -4,9 +4,7 @@
 // which runs the kernel for global index 0 in [core_lo, core_hi).
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,13 +20,11 @@
 #include "runtime/tools.hpp"
 #include "tg/helpers.hpp"
 
-extern char** environ;
-
 namespace tg {
 
 namespace {
 
-// ---- temp files and a subprocess, without a shell ----
+// ---- temp files ----
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -42,14 +38,6 @@ struct TempFile {
   explicit TempFile(const std::string& suffix, const std::string& data = "") : path(write_temp("tg", suffix, data)) {}
   ~TempFile() { unlink(path.c_str()); }
 };
-
-bool on_path(const std::string& exe) {
-  std::string path = getenv_str("PATH", "/usr/bin:/bin");
-  std::stringstream ss(path);
-  for (std::string dir; std::getline(ss, dir, ':');)
-    if (!dir.empty() && access((dir + "/" + exe).c_str(), X_OK) == 0) return true;
-  return false;
-}
 
 std::vector<std::string> split_words(const std::string& s) {
   std::vector<std::string> r;
@@ -73,7 +61,7 @@ class ClangCompiler : public Compiler {
   static std::vector<std::string> cc() {
     std::string env = getenv_str("CC", "");
     if (!env.empty()) return split_words(env);
-    static const std::string found = on_path("clang") ? "clang" : "cc";
+    static const std::string found = find_tool("clang") ? "clang" : "cc";
     return {found};
   }
   static std::vector<std::string> flags() {
