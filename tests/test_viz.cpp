@@ -4,8 +4,6 @@
 
 #include <unistd.h>
 
-#include <cctype>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,6 +16,7 @@
 #include "runtime/disasm.hpp"
 #include "runtime/tools.hpp"
 #include "tg/jit.hpp"
+#include "tg/json.hpp"
 #include "tg/origin.hpp"
 #include "tg/tensor.hpp"
 
@@ -46,89 +45,6 @@ std::vector<const ScheduleItem*> kernels(const std::vector<ScheduleItem>& s) {
 }
 
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
-
-// A strict JSON reader, enough to check the trace: objects, arrays, strings, numbers, literals.
-struct J {
-  enum K { Null, Bool, Num, Str, Arr, Obj } k = Null;
-  double n = 0;
-  std::string s;
-  std::vector<J> a;
-  std::vector<std::pair<std::string, J>> o;
-  const J* get(const std::string& key) const {
-    for (auto& [kk, v] : o) if (kk == key) return &v;
-    return nullptr;
-  }
-};
-struct JParser {
-  const std::string& t;
-  size_t p = 0;
-  void ws() { while (p < t.size() && std::isspace(static_cast<unsigned char>(t[p]))) p++; }
-  [[noreturn]] void bad(const char* why) { throw std::runtime_error(std::string("bad JSON at ") + std::to_string(p) + ": " + why); }
-  J value() {
-    ws();
-    if (p >= t.size()) bad("end");
-    J v;
-    char c = t[p];
-    if (c == '{') {
-      v.k = J::Obj, p++, ws();
-      if (t[p] == '}') return p++, v;
-      for (;;) {
-        ws();
-        J key = value();
-        if (key.k != J::Str) bad("key");
-        ws();
-        if (t[p++] != ':') bad(":");
-        v.o.emplace_back(key.s, value());
-        ws();
-        if (t[p] == ',') { p++; continue; }
-        if (t[p++] == '}') return v;
-        bad("}");
-      }
-    }
-    if (c == '[') {
-      v.k = J::Arr, p++, ws();
-      if (t[p] == ']') return p++, v;
-      for (;;) {
-        v.a.push_back(value());
-        ws();
-        if (t[p] == ',') { p++; continue; }
-        if (t[p++] == ']') return v;
-        bad("]");
-      }
-    }
-    if (c == '"') {
-      v.k = J::Str, p++;
-      while (p < t.size() && t[p] != '"') {
-        if (static_cast<unsigned char>(t[p]) < 0x20) bad("control char in string");
-        if (t[p] == '\\') {
-          p++;
-          if (t[p] == 'u') { v.s += '?', p += 5; continue; }
-          if (std::string("\"\\/bfnrt").find(t[p]) == std::string::npos) bad("escape");
-        }
-        v.s += t[p++];
-      }
-      if (p++ >= t.size()) bad("unterminated string");
-      return v;
-    }
-    for (const char* lit : {"true", "false", "null"})
-      if (t.compare(p, std::strlen(lit), lit) == 0) {
-        p += std::strlen(lit);
-        v.k = lit[0] == 'n' ? J::Null : J::Bool;
-        return v;
-      }
-    size_t end = 0;
-    v.k = J::Num, v.n = std::stod(t.substr(p), &end);
-    if (end == 0) bad("value");
-    p += end;
-    return v;
-  }
-  J parse() {
-    J v = value();
-    ws();
-    if (p != t.size()) bad("trailing characters");
-    return v;
-  }
-};
 
 }  // namespace
 
@@ -300,33 +216,33 @@ TEST(Profile, TraceIsJsonWithOneEventPerKernel) {
   EXPECT_EQ(profile::save(), path);
 
   const std::string text = read(path);
-  J root;
-  ASSERT_NO_THROW(root = JParser{text}.parse()) << text;
-  const J* evs = root.get("traceEvents");
-  ASSERT_TRUE(evs && evs->k == J::Arr);
+  Json root;
+  ASSERT_NO_THROW(root = json_parse(text, path)) << text;
+  const Json* evs = root.find("traceEvents");
+  ASSERT_TRUE(evs && evs->kind == Json::Kind::Array);
   int cpu_pid = -1, host_pid = -1;
-  for (auto& e : evs->a)
-    if (e.get("ph")->s == "M" && e.get("name")->s == "process_name") {
-      const std::string track = e.get("args")->get("name")->s;
-      if (track == "CPU") cpu_pid = static_cast<int>(e.get("pid")->n);
-      if (track == "HOST") host_pid = static_cast<int>(e.get("pid")->n);
+  for (auto& e : evs->arr)
+    if (e.find("ph")->str == "M" && e.find("name")->str == "process_name") {
+      const std::string track = e.find("args")->find("name")->str;
+      if (track == "CPU") cpu_pid = static_cast<int>(e.find("pid")->num);
+      if (track == "HOST") host_pid = static_cast<int>(e.find("pid")->num);
     }
   ASSERT_GE(cpu_pid, 0) << "a CPU track";
   ASSERT_GE(host_pid, 0) << "a HOST track";
   size_t kernel_events = 0;
   bool schedule_span = false;
   int codegen = 0, compile = 0;
-  for (auto& e : evs->a) {
-    if (e.get("ph")->s != "X") continue;
-    if (static_cast<int>(e.get("pid")->n) == cpu_pid) {
+  for (auto& e : evs->arr) {
+    if (e.find("ph")->str != "X") continue;
+    if (static_cast<int>(e.find("pid")->num) == cpu_pid) {
       kernel_events++;
-      const J* args = e.get("args");
-      ASSERT_TRUE(args->get("GFLOPS") && args->get("GB/s") && args->get("time_us")) << e.get("name")->s;
-      EXPECT_GE(e.get("dur")->n, 0);
-      EXPECT_NE(args->get("metadata"), nullptr);
+      const Json* args = e.find("args");
+      ASSERT_TRUE(args->find("GFLOPS") && args->find("GB/s") && args->find("time_us")) << e.find("name")->str;
+      EXPECT_GE(e.find("dur")->num, 0);
+      EXPECT_NE(args->find("metadata"), nullptr);
     }
-    if (static_cast<int>(e.get("pid")->n) != host_pid) continue;
-    const std::string& name = e.get("name")->s;
+    if (static_cast<int>(e.find("pid")->num) != host_pid) continue;
+    const std::string& name = e.find("name")->str;
     schedule_span |= name == "schedule";
     codegen += name == "codegen";
     compile += name.rfind("compile ", 0) == 0;

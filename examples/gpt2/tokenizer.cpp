@@ -123,7 +123,7 @@ Tokenizer::Tokenizer(const std::string& dir) {
     char_to_byte_[c] = uint8_t(b);
   }
   std::string epath = dir + "/encoder.json";
-  Json enc = json_parse(read_file(epath), epath);
+  Json enc = read_json(epath);
   if (enc.kind != Json::Kind::Object || enc.obj.empty()) throw tg::Error("gpt2: " + epath + " is not a token -> id object");
   for (auto& [tok, id] : enc.obj) {
     if (id.kind != Json::Kind::Number || id.num < 0 || id.num > 1e7) throw tg::Error("gpt2: " + epath + ": bad id for token '" + tok + "'");

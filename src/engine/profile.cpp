@@ -16,6 +16,7 @@
 #include "engine/realize.hpp"
 #include "lazy/metadata.hpp"
 #include "tg/helpers.hpp"
+#include "tg/json.hpp"
 
 namespace tg::profile {
 
@@ -134,22 +135,12 @@ void Span::arg(const std::string& key, const std::string& json_value) {
 }
 
 std::string jstr(const std::string& s) {
-  std::string o = "\"";
+  std::string plain;   // without the ANSI color codes of DEBUG names
   for (size_t i = 0; i < s.size(); i++) {
-    const char c = s[i];
-    if (c == '\033') {   // ANSI color codes from DEBUG names
-      while (i < s.size() && s[i] != 'm') i++;
-      continue;
-    }
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (c == '\n') o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof(b), "\\u%04x", c);
-      o += b;
-    } else o += c;
+    if (s[i] != '\033') plain += s[i];
+    else while (i < s.size() && s[i] != 'm') i++;
   }
-  return o + "\"";
+  return json_quote(plain);
 }
 std::string jnum(double v) {
   if (!std::isfinite(v)) return "0";

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "nn/formats.hpp"
+#include "tg/json.hpp"
 
 namespace tg::formats {
 
@@ -75,190 +76,7 @@ std::vector<uint8_t> raw_bytes(const RawTensor& t) {
   return f.read(t.offset, t.nbytes);
 }
 
-// ---------------- a small JSON parser ----------------
-
 namespace {
-
-struct Json {
-  enum Kind { Null, Bool, Int, Float, Str, Arr, Obj } kind = Null;
-  bool b = false;
-  int64_t i = 0;
-  double d = 0;
-  std::string s;
-  std::vector<Json> arr;
-  std::vector<std::pair<std::string, Json>> obj;   // keeps key order
-};
-
-class JsonParser {
- public:
-  JsonParser(const File& f, std::string_view text) : f_(f), t_(text) {}
-  Json parse() {
-    Json v = value(0);
-    ws();
-    if (p_ != t_.size()) bad("trailing characters");
-    return v;
-  }
-
- private:
-  const File& f_;
-  std::string_view t_;
-  size_t p_ = 0;
-
-  [[noreturn]] void bad(const std::string& what) const {
-    f_.fail("bad JSON header: " + what + " at header byte " + std::to_string(p_));
-  }
-  void ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) p_++;
-  }
-  char peek() {
-    ws();
-    if (p_ >= t_.size()) bad("unexpected end");
-    return t_[p_];
-  }
-  void expect(char c) {
-    if (peek() != c) bad(std::string("expected '") + c + "'");
-    p_++;
-  }
-  bool word(std::string_view w) {
-    if (t_.substr(p_, w.size()) != w) return false;
-    p_ += w.size();
-    return true;
-  }
-
-  Json value(int depth) {
-    if (depth > 64) bad("nesting deeper than 64");
-    Json v;
-    char c = peek();
-    if (c == '{') {
-      v.kind = Json::Obj, p_++;
-      if (peek() == '}') return p_++, v;
-      for (;;) {
-        if (peek() != '"') bad("expected a string key");
-        std::string k = string();
-        for (auto& [ok, ov] : v.obj)
-          if (ok == k) bad("duplicate key \"" + k + "\"");
-        expect(':');
-        v.obj.emplace_back(std::move(k), value(depth + 1));
-        if (peek() == '}') return p_++, v;
-        expect(',');
-      }
-    }
-    if (c == '[') {
-      v.kind = Json::Arr, p_++;
-      if (peek() == ']') return p_++, v;
-      for (;;) {
-        v.arr.push_back(value(depth + 1));
-        if (peek() == ']') return p_++, v;
-        expect(',');
-      }
-    }
-    if (c == '"') return v.kind = Json::Str, v.s = string(), v;
-    if (word("true")) return v.kind = Json::Bool, v.b = true, v;
-    if (word("false")) return v.kind = Json::Bool, v;
-    if (word("null")) return v;
-    if (c == '-' || (c >= '0' && c <= '9')) return number();
-    bad(std::string("unexpected character '") + c + "'");
-  }
-
-  Json number() {
-    size_t start = p_;
-    bool neg = t_[p_] == '-';
-    if (neg) p_++;
-    if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') bad("bad number");
-    if (t_[p_] == '0' && p_ + 1 < t_.size() && t_[p_ + 1] >= '0' && t_[p_ + 1] <= '9') bad("leading zero in number");
-    Json v;
-    v.kind = Json::Int;
-    bool overflow = false;
-    while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') {
-      int digit = t_[p_++] - '0';
-      overflow |= __builtin_mul_overflow(v.i, 10, &v.i) || __builtin_add_overflow(v.i, neg ? -digit : digit, &v.i);
-    }
-    bool frac = p_ < t_.size() && (t_[p_] == '.' || t_[p_] == 'e' || t_[p_] == 'E');
-    if (p_ < t_.size() && t_[p_] == '.') {
-      p_++;
-      if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') bad("bad fraction");
-      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') p_++;
-    }
-    if (p_ < t_.size() && (t_[p_] == 'e' || t_[p_] == 'E')) {
-      p_++;
-      if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) p_++;
-      if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') bad("bad exponent");
-      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') p_++;
-    }
-    if (frac || overflow) v.kind = Json::Float, v.d = std::strtod(std::string(t_.substr(start, p_ - start)).c_str(), nullptr);
-    return v;
-  }
-
-  unsigned hex4() {
-    if (t_.size() - p_ < 4) bad("truncated \\u escape");
-    unsigned u = 0;
-    for (int k = 0; k < 4; k++) {
-      char h = t_[p_++];
-      u <<= 4;
-      if (h >= '0' && h <= '9') u |= unsigned(h - '0');
-      else if (h >= 'a' && h <= 'f') u |= unsigned(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') u |= unsigned(h - 'A' + 10);
-      else bad("bad hex digit in \\u escape");
-    }
-    return u;
-  }
-  static void utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) out += char(cp);
-    else if (cp < 0x800) out += char(0xC0 | cp >> 6), out += char(0x80 | (cp & 0x3F));
-    else if (cp < 0x10000) out += char(0xE0 | cp >> 12), out += char(0x80 | (cp >> 6 & 0x3F)), out += char(0x80 | (cp & 0x3F));
-    else out += char(0xF0 | cp >> 18), out += char(0x80 | (cp >> 12 & 0x3F)), out += char(0x80 | (cp >> 6 & 0x3F)),
-         out += char(0x80 | (cp & 0x3F));
-  }
-  std::string string() {
-    p_++;   // opening quote
-    std::string out;
-    for (;;) {
-      if (p_ >= t_.size()) bad("unterminated string");
-      char c = t_[p_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) bad("control character in string");
-      if (c != '\\') { out += c; continue; }
-      if (p_ >= t_.size()) bad("unterminated escape");
-      char e = t_[p_++];
-      switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00) {   // a surrogate pair spells one code point
-            if (!word("\\u")) bad("lone high surrogate");
-            unsigned lo = hex4();
-            if (lo < 0xDC00 || lo >= 0xE000) bad("bad low surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            bad("lone low surrogate");
-          }
-          utf8(out, cp);
-          break;
-        }
-        default: bad(std::string("bad escape \\") + e);
-      }
-    }
-  }
-};
-
-void json_escape(std::string& out, const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += char(c);
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if (c < 0x20) out += "\\u00", out += hex[c >> 4], out += hex[c & 15];
-    else out += char(c);
-  }
-  out += '"';
-}
 
 constexpr std::pair<const char*, DType> kSafeDtypes[] = {
     {"BOOL", dtypes::bool_}, {"I8", dtypes::int8},   {"U8", dtypes::uint8},     {"I16", dtypes::int16},
@@ -286,19 +104,18 @@ Header read_header(const File& f) {
   std::vector<uint8_t> text = f.read(8, int64_t(n));
   Header h;
   h.data_start = 8 + int64_t(n);
-  h.json = JsonParser(f, std::string_view(reinterpret_cast<const char*>(text.data()), text.size())).parse();
-  if (h.json.kind != Json::Obj) f.fail("bad JSON header: the top level is not an object");
+  h.json = json_parse(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), f.path() + " header");
+  if (h.json.kind != Json::Kind::Object) f.fail("bad JSON header: the top level is not an object");
   return h;
 }
 
 int64_t json_uint(const File& f, const Json& v, const std::string& what) {
-  if (v.kind != Json::Int || v.i < 0) f.fail(what + " is not a non-negative integer");
+  if (v.kind != Json::Kind::Number || !v.is_int || v.i < 0) f.fail(what + " is not a non-negative integer");
   return v.i;
 }
 
 const Json& field(const File& f, const Json& entry, const std::string& key, const std::string& name) {
-  for (auto& [k, v] : entry.obj)
-    if (k == key) return v;
+  if (const Json* v = entry.find(key)) return *v;
   f.fail("tensor \"" + name + "\" has no \"" + key + "\"");
 }
 
@@ -329,20 +146,20 @@ RawDict safetensors_read(const std::string& path) {
   for (auto& [name, entry] : h.json.obj) {
     if (name == "__metadata__") continue;
     std::string what = "tensor \"" + name + "\"";
-    if (entry.kind != Json::Obj) f.fail(what + " is not an object");
+    if (entry.kind != Json::Kind::Object) f.fail(what + " is not an object");
     const Json& dt = field(f, entry, "dtype", name);
     const Json& shape = field(f, entry, "shape", name);
     const Json& offs = field(f, entry, "data_offsets", name);
-    if (dt.kind != Json::Str) f.fail(what + ": dtype is not a string");
+    if (dt.kind != Json::Kind::String) f.fail(what + ": dtype is not a string");
     RawTensor t;
     try {
-      t.dtype = safe_dtype(dt.s);
+      t.dtype = safe_dtype(dt.str);
     } catch (const Error& e) {
       f.fail(what + ": " + e.what());
     }
-    if (shape.kind != Json::Arr) f.fail(what + ": shape is not a list");
+    if (shape.kind != Json::Kind::Array) f.fail(what + ": shape is not a list");
     for (auto& d : shape.arr) t.shape.push_back(json_uint(f, d, what + " shape entry"));
-    if (offs.kind != Json::Arr || offs.arr.size() != 2) f.fail(what + ": data_offsets is not a [begin, end] pair");
+    if (offs.kind != Json::Kind::Array || offs.arr.size() != 2) f.fail(what + ": data_offsets is not a [begin, end] pair");
     int64_t begin = json_uint(f, offs.arr[0], what + " data_offsets begin");
     int64_t end = json_uint(f, offs.arr[1], what + " data_offsets end");
     if (end < begin) f.fail(what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before begin");
@@ -351,7 +168,7 @@ RawDict safetensors_read(const std::string& path) {
     int64_t nbytes = checked_mul(f, checked_numel(f, t.shape, what), t.dtype.itemsize(), what);
     if (end - begin != nbytes)
       f.fail(what + ": data_offsets span " + std::to_string(end - begin) + " bytes but shape " + to_str(t.shape) + " of " +
-             dt.s + " needs " + std::to_string(nbytes));
+             dt.str + " needs " + std::to_string(nbytes));
     t.file = path, t.offset = h.data_start + begin, t.nbytes = nbytes;
     ranges.emplace_back(begin, end);
     out.emplace_back(name, std::move(t));
@@ -370,10 +187,10 @@ std::vector<std::pair<std::string, std::string>> safetensors_metadata(const std:
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& [name, entry] : h.json.obj) {
     if (name != "__metadata__") continue;
-    if (entry.kind != Json::Obj) f.fail("__metadata__ is not an object");
+    if (entry.kind != Json::Kind::Object) f.fail("__metadata__ is not an object");
     for (auto& [k, v] : entry.obj) {
-      if (v.kind != Json::Str) f.fail("__metadata__ value for \"" + k + "\" is not a string");
-      out.emplace_back(k, v.s);
+      if (v.kind != Json::Kind::String) f.fail("__metadata__ value for \"" + k + "\" is not a string");
+      out.emplace_back(k, v.str);
     }
   }
   return out;
@@ -388,7 +205,7 @@ void safetensors_write(const std::string& path, const std::vector<std::pair<std:
     j += "\"__metadata__\":{";
     for (size_t k = 0; k < metadata.size(); k++) {
       if (k) j += ',';
-      json_escape(j, metadata[k].first), j += ':', json_escape(j, metadata[k].second);
+      j += json_quote(metadata[k].first), j += ':', j += json_quote(metadata[k].second);
     }
     j += "}";
   }
@@ -412,7 +229,7 @@ void safetensors_write(const std::string& path, const std::vector<std::pair<std:
       throw Error("safetensors_write " + path + ": tensor \"" + name + "\": " + e.what());
     }
     if (j.size() > 1) j += ',';
-    json_escape(j, name);
+    j += json_quote(name);
     j += ":{\"dtype\":\"" + dt + "\",\"shape\":[";
     for (size_t k = 0; k < t.shape.size(); k++) j += (k ? "," : "") + std::to_string(t.shape[k]);
     j += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + nbytes) + "]}";
