@@ -4,6 +4,7 @@
 #include "tg/dtype.hpp"
 #include "tg/helpers.hpp"
 #include "tg/jit.hpp"
+#include "tg/json.hpp"
 #include "tg/nn.hpp"
 #include "tg/optim.hpp"
 #include "tg/origin.hpp"
