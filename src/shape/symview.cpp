@@ -24,8 +24,9 @@ bool same(const sint& a, const sint& b) {
   if (a.is_const() != b.is_const()) return false;
   if (a.same(b)) return true;
   std::vector<UOp> va = Access::uop(a).vars(), vb = Access::uop(b).vars();
-  std::sort(va.begin(), va.end(), [](const UOp& x, const UOp& y) { return x.get() < y.get(); });
-  std::sort(vb.begin(), vb.end(), [](const UOp& x, const UOp& y) { return x.get() < y.get(); });
+  // structural order, not addresses: the points probed below follow this order and must be the same every run
+  std::sort(va.begin(), va.end(), [](const UOp& x, const UOp& y) { return x.cmp_lt(y); });
+  std::sort(vb.begin(), vb.end(), [](const UOp& x, const UOp& y) { return x.cmp_lt(y); });
   if (va != vb) return false;
   for (int k = 0; k < 5; k++) {
     std::unordered_map<std::string, int64_t> m;
