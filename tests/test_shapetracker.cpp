@@ -5,6 +5,7 @@
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 #include "tg/shapetracker.hpp"
+#include "uop/symbolic.hpp"
 #include "uop/uop.hpp"
 
 using namespace tg;
@@ -207,6 +208,46 @@ TEST(ShapeTracker, RealStridesMultiView) {
   EXPECT_EQ(c.unit_stride_axes(), (std::vector<int>{2}));
   EXPECT_TRUE(c.axis_is_masked(0));
   EXPECT_FALSE(c.axis_is_masked(1));
+}
+
+// IndexForm (shape/index_form) folds Python floor div/mod exactly where the kernel's UOp index, simplified,
+// keeps an IDIV or MOD (UOp division is C's, folded only for operands proven non-negative): these strides
+// are lost if real_strides reads the simplified UOps instead (uop/affine + symbolic). On fuzz_shapetracker's
+// 1291 multi-view or masked trackers that reading loses a stride on 15 and is never more precise.
+TEST(ShapeTracker, RealStridesThroughFloorDivMod) {
+  const std::vector<std::pair<ShapeTracker, Strides>> cases = {
+      {ShapeTracker({View::create({2, 5, 4}, std::vector<int64_t>{1, 8, 2}), View::create({4, 5, 2})}), {None, 4, 2}},
+      {ShapeTracker({View::create({3, 2, 2}, std::vector<int64_t>{12, -4, -1}, 5), View::create({2, 1, 2}, std::vector<int64_t>{-8, 0, 3}, 8)}),
+       {-24, 0, -5}},
+      {ShapeTracker({View::create({7, 12}, std::vector<int64_t>{1, 5}, 0, Mask{{0, 5}, {0, 12}}), View::create({2, 7, 3, 2})}),
+       {None, None, 10, 5}}};
+  for (auto& [st, expect] : cases) {
+    SCOPED_TRACE(st.str());
+    EXPECT_EQ(st.real_strides(), expect);
+    auto [idx, valid] = to_indexed_uops(st);
+    bool divides = false;
+    for (const UOp& u : simplify(idx).toposort()) divides |= is_alu(u, BinaryOps::IDIV) || is_alu(u, BinaryOps::MOD);
+    EXPECT_TRUE(divides) << "the simplified UOp index folded this one too: " << simplify(idx).str();
+    // each stride is the index step along its axis wherever both elements are valid
+    const Shape sh = st.shape();
+    std::vector<int64_t> x(sh.size(), 0);
+    std::unordered_map<std::string, int64_t> vars;
+    auto at = [&](const std::vector<int64_t>& p) -> std::optional<int64_t> {
+      for (size_t d = 0; d < p.size(); d++) vars["idx" + std::to_string(d)] = p[d];
+      if (!const_to_int(eval_uop(valid, vars))) return std::nullopt;
+      return const_to_int(eval_uop(idx, vars));
+    };
+    for (int64_t n = 0; n < prod(sh); n++) {
+      for (int64_t r = n, d = int64_t(sh.size()) - 1; d >= 0; r /= sh[d], d--) x[d] = r % sh[d];
+      for (size_t ax = 0; ax < sh.size(); ax++) {
+        if (!expect[ax] || x[ax] + 1 >= sh[ax]) continue;
+        auto y = x;
+        y[ax]++;
+        auto a = at(x), b = at(y);
+        if (a && b) EXPECT_EQ(*b - *a, *expect[ax]) << "axis " << ax;
+      }
+    }
+  }
 }
 
 TEST(ShapeTracker, RealStridesMatchSimplifiedView) {
