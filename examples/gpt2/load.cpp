@@ -19,9 +19,9 @@ bool ends_with(const std::string& s, const std::string& t) { return s.size() >= 
 int64_t json_int(const Json& j, const char* key, int64_t dflt, const std::string& path) {
   const Json* v = j.find(key);
   if (!v || v->kind == Json::Kind::Null) return dflt;
-  if (v->kind != Json::Kind::Number || !v->is_int || v->i < 1)
+  if (v->kind != Json::Kind::Number || v->num != double(int64_t(v->num)) || v->num < 1)
     throw tg::Error("gpt2: " + path + ": \"" + key + "\" must be a positive integer");
-  return v->i;
+  return int64_t(v->num);
 }
 
 // "transformer.h.0.attn.c_attn.weight" -> "h.0.attn.c_attn.weight"; "" for tensors GPT-2 doesn't load:
