@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "nn/formats.hpp"
+#include "tg/json.hpp"
 #include "tg/state.hpp"
 
 using namespace tg;
@@ -251,6 +252,39 @@ TEST(Safetensors, WriteRejectsBadInput) {
   expect_error([&] { safetensors_write(p, {{"a", {dtypes::float32, {2}, nullptr}}}); }, p, "no data pointer");
   expect_error([&] { safetensors_write(p, {{"__metadata__", {dtypes::float32, {1}, &x}}}); }, p, "reserved");
   expect_error([&] { safetensors_write(tmp.path("no/such/dir/x.safetensors"), {}); }, "no/such/dir", "cannot open");
+}
+
+// ======================= the JSON reader (tg/json.hpp) =======================
+
+// The one reader behind safetensors headers, GPT-2's config/encoder files and the PROFILE trace checks.
+TEST(Json, ValuesAndTheirKinds) {
+  Json j = json_parse(R"( {"i": -42, "f": 2.5e-1, "big": 99999999999999999999, "s": "a\u00e9\ud83d\ude00\n",
+                          "l": [true, false, null], "o": {}} )", "t.json");
+  ASSERT_EQ(j.kind, Json::Kind::Object);
+  EXPECT_EQ(j.obj.front().first, "i");   // file order
+  EXPECT_TRUE(j.find("i")->is_int);
+  EXPECT_EQ(j.find("i")->i, -42);
+  EXPECT_FALSE(j.find("f")->is_int);
+  EXPECT_DOUBLE_EQ(j.find("f")->num, 0.25);
+  EXPECT_FALSE(j.find("big")->is_int);   // past int64: a double, never a wrapped int
+  EXPECT_DOUBLE_EQ(j.find("big")->num, 1e20);
+  EXPECT_EQ(j.find("s")->str, "a\xc3\xa9\xf0\x9f\x98\x80\n");
+  EXPECT_EQ(j.find("l")->arr.size(), 3u);
+  EXPECT_EQ(j.find("l")->arr[2].kind, Json::Kind::Null);
+  EXPECT_EQ(j.find("missing"), nullptr);
+  EXPECT_EQ(json_quote("a\"b\\\n\x01"), "\"a\\\"b\\\\\\n\\u0001\"");
+  EXPECT_EQ(json_parse(json_quote("x\ty\xc3\xa9"), "q").str, "x\ty\xc3\xa9");   // quote and parse round-trip
+}
+
+TEST(Json, MalformedNamesTheSourceAndByte) {
+  expect_error([] { json_parse("[1, 2", "cfg.json"); }, "cfg.json", "unexpected end at byte 5");
+  expect_error([] { json_parse("{\"a\": 01}", "cfg.json"); }, "cfg.json", "leading zero");
+  expect_error([] { json_parse("\"\\udc00\"", "cfg.json"); }, "cfg.json", "lone low surrogate");
+  // a duplicate among many keys (encoder.json has 50k) is found without comparing every pair
+  std::string big = "{";
+  for (int k = 0; k < 20000; k++) big += "\"k" + std::to_string(k) + "\":" + std::to_string(k) + ",";
+  EXPECT_EQ(json_parse(big + "\"end\":0}", "big.json").obj.size(), 20001u);
+  expect_error([&] { json_parse(big + "\"k123\":0}", "big.json"); }, "big.json", "duplicate key \"k123\"");
 }
 
 // ======================= PyTorch checkpoints =======================
