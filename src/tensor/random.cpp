@@ -6,13 +6,23 @@
 
 #include "tensor/function.hpp"
 #include "lazy/metadata.hpp"
+#include "tg/helpers.hpp"
 
 namespace tg {
 using detail::lb;
 
 namespace {
-uint64_t g_seed = static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+// The seed until manual_seed: SEED from the environment when set, else the time in seconds (tinygrad's
+// Tensor._seed). The seed is a constant of every threefry kernel, so kernel replay (scripts/replay) sets
+// SEED: with the time, two runs a second apart generate different kernels.
+uint64_t& g_seed() {
+  static uint64_t seed = !getenv_str("SEED").empty()
+                             ? static_cast<uint64_t>(getenv("SEED"))
+                             : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                         std::chrono::system_clock::now().time_since_epoch())
+                                                         .count());
+  return seed;
+}
 std::optional<Tensor> g_rng_counter;
 
 // the result as a fresh leaf with the requested requires_grad (the graph that made it is not a parameter's history)
@@ -22,7 +32,7 @@ Shape tail(const Shape& s) { return s.empty() ? Shape{} : Shape(s.begin() + 1, s
 }  // namespace
 
 void Tensor::manual_seed(uint64_t seed) {
-  g_seed = seed;
+  g_seed() = seed;
   g_rng_counter.reset();
 }
 
@@ -40,7 +50,7 @@ Tensor Tensor::rand(Shape shape, Opts opts) {
   Tensor counts1 = Tensor::arange(half, Opts{dtypes::uint32, device, false}) + g_rng_counter->to(device);
   Tensor counts2 = counts1 + half;
   Tensor x = (counts2.cast(dtypes::uint64) << 32) | counts1.cast(dtypes::uint64);
-  auto [a, b] = detail::broadcasted(x, static_cast<int64_t>(g_seed), false, true, "rand");
+  auto [a, b] = detail::broadcasted(x, static_cast<int64_t>(g_seed()), false, true, "rand");
   // realized once: lo and hi below each read it, and cat's pad of hi (>> 32 is an unsafe pad op)
   // realizes hi in a kernel of its own, so a fused x was computed for every output word (3 threefry
   // evaluations per pair, the lo half's kernel running all of them under masks)
