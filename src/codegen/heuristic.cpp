@@ -499,10 +499,15 @@ void cpu_optimizations(Kernel& k) {
     return false;
   };
   std::vector<std::tuple<int64_t, int64_t>> choices;   // (-size, axis), taken before the axes move
+  // the register tile's rows along an axis: a symbolic one (its size is the max) is split into tiles
+  // of 8 and a tail, any length (q @ keys^T over a growing cache: 8 keys per loaded q vector)
+  auto tile_rows = [&](int64_t axis) {
+    return k.symbolic_axis(axis) ? (k.full_shape()[axis] >= 16 ? 8 : 1) : largest_divisor(k.full_shape()[axis], {8, 4, 3});
+  };
   // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
   if (k.reduceop() && !k.row_kernel())
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
-      if (reuses(axis) && largest_divisor(k.full_shape()[axis], {8, 4, 3}) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
+      if (reuses(axis) && tile_rows(axis) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());
   const int64_t fr_before = k.first_reduce();
   if (vaxis) {
@@ -526,7 +531,7 @@ void cpu_optimizations(Kernel& k) {
     // tile whole (a 5-wide kernel's kx): 4 x 5 accumulators load 4 + 5 vectors per 20 FMAs where 8 x 1
     // loaded 9 per 8 (beautiful_mnist's conv1 weight gradient: 2x per core).
     int64_t second = -1;
-    if (!vaxis && getenv("CPU_TILE2", 1) && k.full_shape()[axis] % 4 == 0 && reduce_unrolls_as_vectors(k, lanes))
+    if (!vaxis && getenv("CPU_TILE2", 1) && !k.symbolic_axis(axis) && k.full_shape()[axis] % 4 == 0 && reduce_unrolls_as_vectors(k, lanes))
       for (int64_t a = k.first_reduce() - 1; a >= 0 && second < 0; a--)
         if (a != axis && reuses(a) && k.full_shape()[a] >= 3 && k.full_shape()[a] <= 6)
           second = a;
@@ -535,7 +540,7 @@ void cpu_optimizations(Kernel& k) {
       k.apply_opt({OptOps::UPCAST, axis, 4});
       k.apply_opt({OptOps::UPCAST, second - (second > axis && k.first_reduce() < len ? 1 : 0), 0});   // (axis may drop out)
     } else {
-      k.apply_opt({OptOps::UPCAST, axis, largest_divisor(k.full_shape()[axis], {8, 4, 3})});
+      k.apply_opt({OptOps::UPCAST, axis, tile_rows(axis)});
     }
   }
   if (vaxis && !choices.empty()) swap_for_l2(k, vector_inputs);
