@@ -224,15 +224,22 @@ TEST(CudaSymbolicEmulated, UpcastSymbolicGlobalDimEveryLength) {
       // (R, L) with the dot's reduce after: L is global axis 1 of both kernels
       cuda_emu::Run r = cuda_emu::run((q * keys).sum(-1), ren, std::vector<Opt>{{OptOps::UPCAST, 1, amt}});
       ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+      ASSERT_EQ(r.programs.size(), 1u);
       std::vector<float> got = cuda_emu::values<float>(r);
       got.resize(dot.size());
       expect_close(got, dot, 1e-5f, "dot " + what);
-      r = cuda_emu::run(keys.shrink({{sint(0), sint(R)}, {sint(0), sint(n.bind(l))}, {sint(0), sint(1)}}).reshape({sint(R), sint(n.bind(l))}) * 2 + 1,
-                        ren, std::vector<Opt>{{OptOps::UPCAST, 1, amt}});
-      ASSERT_TRUE(r.errors.empty()) << r.errors[0];
-      got = cuda_emu::values<float>(r);
-      got.resize(map.size());
-      expect_close(got, map, 1e-6f, "map " + what);
+      // forced, then as the GPU heuristics pick (they upcast the symbolic dim by 4 and LOCAL the rows);
+      // a fresh tensor each time (a scheduled one has no kernel left to schedule)
+      for (bool heuristics : {false, true}) {
+        const Tensor mapped =
+            keys.shrink({{sint(0), sint(R)}, {sint(0), sint(n.bind(l))}, {sint(0), sint(1)}}).reshape({sint(R), sint(n.bind(l))}) * 2 + 1;
+        r = heuristics ? cuda_emu::run(mapped, ren) : cuda_emu::run(mapped, ren, std::vector<Opt>{{OptOps::UPCAST, 1, amt}});
+        ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+        ASSERT_EQ(r.programs.size(), 1u);
+        got = cuda_emu::values<float>(r);
+        got.resize(map.size());
+        expect_close(got, map, 1e-6f, (heuristics ? "map, heuristics' opts, " : "map ") + what);
+      }
     }
   }
 }
