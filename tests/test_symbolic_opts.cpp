@@ -370,6 +370,10 @@ TEST(SymbolicOpts, UpcastSymbolicGlobalDimOptChecks) {
   ASSERT_EQ(t.global_dims(), 2);
   t.apply_opt({OptOps::UPCAST, 0, 4});
   EXPECT_THROW(t.apply_opt({OptOps::UPCAST, 1, 4}), KernelOptError);
+  // nor the first dim of a kernel big enough to run on threads (its loop is the one they split)
+  Variable big("big", 1, 1 << 16);
+  Kernel b = kernel(Tensor::rand({1 << 16}).realize().shrink({{sint(0), sint(big.bind(100))}}) + 1);
+  EXPECT_THROW(b.apply_opt({OptOps::UPCAST, 0, 4}), KernelOptError);
 }
 
 // the CPU heuristics tile q @ keys^T over a symbolic key length (8 keys per loaded q vector): the

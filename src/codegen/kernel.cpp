@@ -438,6 +438,9 @@ void apply_sym_upcast(Kernel& k, const Opt& opt, int64_t axis, bool append_opt) 
             "the CPU upcasts one symbolic global dim at most: " + opt.str());
   // (a row kernel's full-shape store loops would be shared by the tiles and the tail)
   opt_check(k.opts->has_local || !k.row_kernel(), "the CPU doesn't upcast a symbolic dim of a row kernel: " + opt.str());
+  // (the CPU's first loop runs on threads in a big kernel: a split one would run on one)
+  opt_check(k.opts->has_local || !k.opts->cpu_threads || axis > 0 || prod(k.full_shape()) < kCpuParallelMinWork,
+            "the CPU doesn't upcast the symbolic first dim of a kernel it runs on threads: " + opt.str());
   k.sym_splits.emplace_back(axis, *opt.amt);
   if (append_opt) k.applied_opts.push_back(opt);
 }
