@@ -376,7 +376,7 @@ TEST(SymbolicOpts, UpcastSymbolicGlobalDimOptChecks) {
   EXPECT_THROW(b.apply_opt({OptOps::UPCAST, 0, 4}), KernelOptError);
 }
 
-// the CPU heuristics tile q @ keys^T over a symbolic key length (8 keys per loaded q vector): the
+// the CPU heuristics tile q @ keys^T over a symbolic key length (4 keys per loaded q vector): the
 // kernel splits it, with the tail loop after the tiles' loop (not inside it)
 TEST(SymbolicOpts, HeuristicsUpcastSymbolicKeysOfDecodeScores) {
   Variable sp("start_pos", 1, kMax - 1);
@@ -388,7 +388,7 @@ TEST(SymbolicOpts, HeuristicsUpcastSymbolicKeysOfDecodeScores) {
   ASSERT_EQ(k.sym_splits.size(), 1u);
   const auto [axis, amt] = k.sym_splits[0];
   EXPECT_LT(axis, k.first_reduce()) << "the key axis is a global dim";
-  EXPECT_EQ(amt, 8);
+  EXPECT_EQ(amt, 4);
   // the tiles' loop closes before the tail's opens: depth goes back to the head loop's in between
   int depth = 0, tail_depth = -1, tile_depth = -1;
   for (const UOp& u : k.linearize()) {
