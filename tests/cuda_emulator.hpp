@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -144,8 +145,8 @@ struct Compiled {
   }
 };
 
-// The kernels as the GPU would get them (hand-coded opts for `ren`), and a run of them on host
-// memory: realized CPU buffers are the inputs, the others start zeroed.
+// The kernels as the GPU would get them (hand-coded opts for `ren`, or `opts` when given), and a run
+// of them on host memory: realized CPU buffers are the inputs, the others start zeroed.
 struct Run {
   std::vector<tg::RenderedProgram> programs;
   std::vector<std::vector<tg::Opt>> opts;
@@ -153,7 +154,7 @@ struct Run {
   std::vector<char> out;   // the last kernel's first output's bytes
 };
 
-inline Run run(const tg::Tensor& t, const tg::Renderer& ren) {
+inline Run run(const tg::Tensor& t, const tg::Renderer& ren, const std::optional<std::vector<tg::Opt>>& opts = std::nullopt) {
   using namespace tg;
   Run r;
   std::map<Buffer*, std::vector<char>> mem;
@@ -168,9 +169,13 @@ inline Run run(const tg::Tensor& t, const tg::Renderer& ren) {
   for (const ScheduleItem& si : sched) {
     if (si.kind != MetaOps::KERNEL) { r.errors.push_back("not a kernel: " + si.str()); continue; }
     Kernel k(Access::uop(si.ast), ren);
-    k.skip_failed_opts = !k.vars.empty();
-    k.hand_coded_optimizations();
-    k.skip_failed_opts = false;
+    if (opts) {
+      for (const Opt& o : *opts) k.apply_opt(o);
+    } else {
+      k.skip_failed_opts = !k.vars.empty();
+      k.hand_coded_optimizations();
+      k.skip_failed_opts = false;
+    }
     RenderedProgram p = k.to_program("emu_kernel");   // (one name: one compile per program)
     auto& c = cache[p.src];
     if (!c) c = std::make_unique<Compiled>(p);

@@ -197,6 +197,53 @@ void emulated_attention(int64_t H, int64_t D, int64_t maxc, const std::vector<in
 }
 }  // namespace
 
+// UPCAST of a symbolic global dim on a GPU: ceil(L/amt) threads of amt lanes, the last tile's lanes
+// past L masked. q @ keys^T's shape (a dot over D per key) and an elementwise map, run as CUDA on
+// CPU threads for every length 1..3*amt+5 and the max, against plain C++.
+TEST(CudaSymbolicEmulated, UpcastSymbolicGlobalDimEveryLength) {
+  const int64_t R = 3, D = 8, L = 64;
+  CUDARenderer ren("sm_90");
+  const std::vector<float> xv = rand_host(R * L * D, 5), qv = rand_host(R * D, 6);
+  Tensor x = Tensor::from<float>(xv, {R, L, D}, kCpu).realize(), q = Tensor::from<float>(qv, {R, 1, D}, kCpu).realize();
+  Variable n("n", 1, L);
+  for (int64_t amt : {3, 4, 8}) {
+    std::vector<int64_t> ls;
+    for (int64_t l = 1; l <= 3 * amt + 5; l++) ls.push_back(l);
+    ls.push_back(L);
+    for (int64_t l : ls) {
+      Tensor keys = x.shrink({{sint(0), sint(R)}, {sint(0), sint(n.bind(l))}, {sint(0), sint(D)}});
+      std::vector<float> dot, map;
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < l; j++) {
+          double acc = 0;
+          for (int64_t d = 0; d < D; d++) acc += static_cast<double>(qv[r * D + d]) * xv[(r * L + j) * D + d];
+          dot.push_back(static_cast<float>(acc));
+          map.push_back(xv[(r * L + j) * D] * 2 + 1);
+        }
+      const std::string what = "amt " + std::to_string(amt) + " length " + std::to_string(l);
+      // (R, L) with the dot's reduce after: L is global axis 1 of both kernels
+      cuda_emu::Run r = cuda_emu::run((q * keys).sum(-1), ren, std::vector<Opt>{{OptOps::UPCAST, 1, amt}});
+      ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+      ASSERT_EQ(r.programs.size(), 1u);
+      std::vector<float> got = cuda_emu::values<float>(r);
+      got.resize(dot.size());
+      expect_close(got, dot, 1e-5f, "dot " + what);
+      // forced, then as the GPU heuristics pick (they upcast the symbolic dim by 4 and LOCAL the rows);
+      // a fresh tensor each time (a scheduled one has no kernel left to schedule)
+      for (bool heuristics : {false, true}) {
+        const Tensor mapped =
+            keys.shrink({{sint(0), sint(R)}, {sint(0), sint(n.bind(l))}, {sint(0), sint(1)}}).reshape({sint(R), sint(n.bind(l))}) * 2 + 1;
+        r = heuristics ? cuda_emu::run(mapped, ren) : cuda_emu::run(mapped, ren, std::vector<Opt>{{OptOps::UPCAST, 1, amt}});
+        ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+        ASSERT_EQ(r.programs.size(), 1u);
+        got = cuda_emu::values<float>(r);
+        got.resize(map.size());
+        expect_close(got, map, 1e-6f, (heuristics ? "map, heuristics' opts, " : "map ") + what);
+      }
+    }
+  }
+}
+
 TEST(CudaSymbolicEmulated, AttentionEveryStartPos1To64) {
   std::vector<int64_t> ps;
   for (int64_t p = 1; p <= 64; p++) ps.push_back(p);

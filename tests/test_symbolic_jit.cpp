@@ -226,3 +226,53 @@ TEST(SymbolicJit, AttentionKernelCountConstant) {
   }
   EXPECT_GT(kernels, 0u);
 }
+
+// A training step over the first n rows of a dataset (n a Variable): forward, a loss averaged over
+// the n rows, backward and an SGD step with momentum, under TinyJit. Captured once; every replay with
+// a new n (1 included: size-1 dims fuse differently at fixed shapes) compiles nothing and gives the
+// losses, gradients and weights of the same steps run eagerly at fixed shapes.
+TEST(SymbolicJit, BackwardAndSgdStepReplayForChangingLengths) {
+  const int64_t MAXN = 40, I = 6, O = 3;
+  const Tensor data = Tensor::rand({MAXN, I}).realize(), target = Tensor::rand({MAXN, O}).realize();
+  const std::vector<int64_t> lengths{5, 9, 1, 40, 17, 2, 33, 8, 8, 24};
+  Variable n("n", 1, MAXN);
+  auto run = [&](bool jitted) {
+    Tensor::manual_seed(3);
+    Tensor w = Tensor::rand({I, O}).realize(), b = Tensor::zeros({O}).contiguous().realize();
+    w.requires_grad_(), b.requires_grad_();
+    auto opt = nn::optim::SGD({w, b}, 0.05, 0.9);
+    auto step = [&](const sint& len) {
+      Tensor::Train train;
+      opt->zero_grad();
+      Tensor x = data.shrink({{sint(0), len}, {sint(0), sint(I)}}), y = target.shrink({{sint(0), len}, {sint(0), sint(O)}});
+      Tensor loss = (x.matmul(w).relu() + b - y).square().mean();
+      loss.backward();
+      // (with the step, as tinygrad's training loops: a loss realized after opt->step() would read the
+      // parameters' buffers after the step's in-place assign)
+      loss.realize(opt->schedule_step());
+      return std::vector<Tensor>{loss, *w.grad()};
+    };
+    TinyJit jit([&](const std::vector<Tensor>&, const std::vector<Variable>& vars) { return step(vars[0]); });
+    std::vector<std::vector<float>> out;
+    size_t cache_after_capture = 0, kernels = 0;
+    for (size_t i = 0; i < lengths.size(); i++) {
+      std::vector<Tensor> r = jitted ? jit({}, {n.bind(lengths[i])}) : step(sint(lengths[i]));
+      out.push_back(vals(r[0])), out.push_back(vals(r[1])), out.push_back(vals(w)), out.push_back(vals(b));
+      if (!jitted) continue;
+      if (i == 1) cache_after_capture = method_cache_size(), kernels = jit.captured_kernels();
+      if (i > 1) {
+        EXPECT_EQ(method_cache_size(), cache_after_capture) << "n=" << lengths[i] << " compiled a kernel";
+        EXPECT_EQ(jit.captured_kernels(), kernels) << "n=" << lengths[i];
+      }
+    }
+    if (jitted) EXPECT_GT(kernels, 0u);
+    return out;
+  };
+  const auto eager = run(false), jitted = run(true);
+  ASSERT_EQ(eager.size(), jitted.size());
+  for (size_t i = 0; i < eager.size(); i++) {
+    SCOPED_TRACE("step " + std::to_string(i / 4) + " value " + std::to_string(i % 4) + " (loss, w.grad, w, b)");
+    expect_close(jitted[i], eager[i], 1e-5f);
+  }
+  EXPECT_NE(eager[0], eager[eager.size() - 4]);   // the steps train: the loss changes
+}

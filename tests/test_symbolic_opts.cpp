@@ -262,3 +262,144 @@ TEST(SymbolicGrad, SoftmaxMaxMeanOverSymbolicAxis) {
     return (y.softmax(-1) * w).sum() + y.max(1).sum() + y.mean() + y.var(1, false, 0).sum();
   }, 4, 8, n, "softmax+max+mean");
 }
+
+// ---- UPCAST of a symbolic global dim: tiles of amt lanes plus a tail loop (CPU)
+
+namespace {
+// two kernels with a symbolic global dim L (axis 1 of the output (R, L)): a dot over D per key
+// (q @ keys^T's shape: q broadcast along L) and an elementwise map of a shrunk row
+constexpr int64_t kR = 3, kD = 8, kL = 64;
+struct SymGlobal {
+  Tensor x = Tensor::rand({kR, kL, kD}).realize(), q = Tensor::rand({kR, 1, kD}).realize(), rows = Tensor::rand({kR, kL}).realize();
+  std::vector<float> xv = x.tolist<float>(), qv = q.tolist<float>(), rv = rows.tolist<float>();
+  Tensor dot(const sint& len) const { return (q * x.shrink({{sint(0), sint(kR)}, {sint(0), len}, {sint(0), sint(kD)}})).sum(-1); }
+  Tensor map(const sint& len) const { return rows.shrink({{sint(0), sint(kR)}, {sint(0), len}}) * 2 + 1; }
+  std::vector<float> dot_ref(int64_t len) const {
+    std::vector<float> out;
+    for (int64_t r = 0; r < kR; r++)
+      for (int64_t l = 0; l < len; l++) {
+        double acc = 0;
+        for (int64_t d = 0; d < kD; d++) acc += static_cast<double>(qv[r * kD + d]) * xv[(r * kL + l) * kD + d];
+        out.push_back(static_cast<float>(acc));
+      }
+    return out;
+  }
+  std::vector<float> map_ref(int64_t len) const {
+    std::vector<float> out;
+    for (int64_t r = 0; r < kR; r++)
+      for (int64_t l = 0; l < len; l++) out.push_back(rv[r * kL + l] * 2 + 1);
+    return out;
+  }
+};
+
+// the symbolic global axis of a kernel
+int64_t sym_global_axis(const Kernel& k) {
+  for (int64_t a = 0; a < k.global_dims(); a++)
+    if (k.symbolic_axis(a)) return a;
+  return -1;
+}
+
+// Runs t's one kernel with the given opts (plus UPCAST of its symbolic global dim by amt) on the CPU;
+// the runner is compiled on the first call and reused after, for the same unbound AST only.
+struct ForcedKernel {
+  int64_t amt;
+  std::vector<Opt> extra;
+  std::shared_ptr<CompiledRunner> prg;
+  UOp ast;
+  std::vector<float> operator()(const Tensor& t, int64_t n_out) {
+    const std::vector<ScheduleItem> sched = t.schedule();
+    EXPECT_EQ(sched.size(), 1u);
+    const ScheduleItem& si = sched.back();
+    if (!prg) {
+      ast = Access::uop(si.ast);
+      Kernel k(ast, get_renderer("CPU"));
+      k.apply_opt({OptOps::UPCAST, sym_global_axis(k), amt});
+      for (const Opt& o : extra) k.apply_opt(o);
+      EXPECT_EQ(k.sym_splits.size(), 1u);
+      RenderedProgram p = k.to_program();
+      p.device = "CPU";
+      prg = std::make_shared<CompiledRunner>(p);
+    } else {
+      EXPECT_EQ(Access::uop(si.ast), ast) << "a new length made another kernel";
+    }
+    ExecItem{prg, si.bufs, {}}.run(VarVals(si.var_vals.begin(), si.var_vals.end()));
+    std::vector<float> out(si.bufs[0]->nbytes() / sizeof(float));
+    si.bufs[0]->copyout(out.data(), out.size() * sizeof(float));
+    out.resize(static_cast<size_t>(n_out));
+    return out;
+  }
+};
+}  // namespace
+
+// Before: UPCAST of a symbolic dim was refused ("can't apply UPCAST to a symbolic dim")
+TEST(SymbolicOpts, UpcastSymbolicGlobalDimEveryLength) {
+  SymGlobal g;
+  Variable n("n", 1, kL);
+  for (int64_t amt : {3, 4, 8, 16}) {
+    ForcedKernel dot{amt, {{OptOps::UNROLL, 0, 4}}, nullptr, UOp()}, map{amt, {}, nullptr, UOp()};
+    std::vector<int64_t> ls;
+    for (int64_t l = 1; l <= 3 * amt + 5; l++) ls.push_back(l);
+    ls.push_back(kL);
+    for (int64_t l : ls) {
+      const std::string what = "amt " + std::to_string(amt) + " length " + std::to_string(l);
+      expect_close(dot(g.dot(n.bind(l)), kR * l), g.dot_ref(l), 1e-5f, "dot " + what);
+      expect_close(map(g.map(n.bind(l)), kR * l), g.map_ref(l), 1e-6f, "map " + what);
+    }
+  }
+}
+
+TEST(SymbolicOpts, UpcastSymbolicGlobalDimOptChecks) {
+  SymGlobal g;
+  Variable n("n", 1, kL), m("m", 1, 20);
+  auto kernel = [&](const Tensor& t) { return Kernel(Access::uop(t.schedule().back().ast), get_renderer("CPU")); };
+  Kernel k = kernel(g.dot(n.bind(5)));
+  const int64_t a = sym_global_axis(k);
+  ASSERT_GE(a, 0);
+  EXPECT_THROW(k.apply_opt({OptOps::UPCAST, a, 17}), KernelOptError);   // more than 16 lanes
+  EXPECT_THROW(k.apply_opt({OptOps::UPCAST, a, 0}), KernelOptError);    // a whole symbolic dim
+  EXPECT_THROW(k.apply_opt({OptOps::UPCAST, a, 1}), KernelOptError);
+  k.apply_opt({OptOps::UPCAST, a, 4});
+  EXPECT_THROW(k.apply_opt({OptOps::UPCAST, a, 2}), KernelOptError);    // already upcast
+  EXPECT_THROW(k.apply_opt({OptOps::UNROLL, 0, 32}), KernelOptError);   // (D is 8: an ordinary refusal still works)
+  // a max under two tiles
+  Kernel s = kernel(Tensor::rand({2, 20}).realize().shrink({{sint(0), sint(2)}, {sint(0), sint(m.bind(3))}}) + 1);
+  EXPECT_THROW(s.apply_opt({OptOps::UPCAST, sym_global_axis(s), 16}), KernelOptError);
+  // the CPU upcasts one symbolic global dim
+  Tensor two = Tensor::rand({kL, 20}).realize().shrink({{sint(0), sint(n.bind(4))}, {sint(0), sint(m.bind(3))}}) + 1;
+  Kernel t = kernel(two);
+  ASSERT_EQ(t.global_dims(), 2);
+  t.apply_opt({OptOps::UPCAST, 0, 4});
+  EXPECT_THROW(t.apply_opt({OptOps::UPCAST, 1, 4}), KernelOptError);
+  // nor the first dim of a kernel big enough to run on threads (its loop is the one they split)
+  Variable big("big", 1, 1 << 16);
+  Kernel b = kernel(Tensor::rand({1 << 16}).realize().shrink({{sint(0), sint(big.bind(100))}}) + 1);
+  EXPECT_THROW(b.apply_opt({OptOps::UPCAST, 0, 4}), KernelOptError);
+}
+
+// the CPU heuristics tile q @ keys^T over a symbolic key length (4 keys per loaded q vector): the
+// kernel splits it, with the tail loop after the tiles' loop (not inside it)
+TEST(SymbolicOpts, HeuristicsUpcastSymbolicKeysOfDecodeScores) {
+  Variable sp("start_pos", 1, kMax - 1);
+  Tensor keys = Tensor::empty({1, 4, kMax, 64}).shrink({{sint(0), sint(1)}, {sint(0), sint(4)}, {sint(0), sp.bind(30) + 1}, {sint(0), sint(64)}});
+  Tensor q = Tensor::empty({1, 4, 1, 64});
+  std::vector<Kernel> ks = kernels_of(q.matmul(keys.transpose(-1, -2)), get_renderer("CPU"));
+  ASSERT_EQ(ks.size(), 1u);
+  Kernel& k = ks[0];
+  ASSERT_EQ(k.sym_splits.size(), 1u);
+  const auto [axis, amt] = k.sym_splits[0];
+  EXPECT_LT(axis, k.first_reduce()) << "the key axis is a global dim";
+  EXPECT_EQ(amt, 4);
+  // the tiles' loop closes before the tail's opens: depth goes back to the head loop's in between
+  int depth = 0, tail_depth = -1, tile_depth = -1;
+  for (const UOp& u : k.linearize()) {
+    if (u->op == Ops::RANGE) {
+      depth++;
+      const int64_t range_axis = u->as<std::vector<int64_t>>()[0];
+      if (range_axis == axis) tile_depth = depth;
+      if (range_axis == (int64_t{1} << 55) + axis) tail_depth = depth;   // (the lowerer's tail-loop arg: past every other)
+    }
+    if (u->op == Ops::ENDRANGE) depth--;
+  }
+  EXPECT_GT(tile_depth, 0);
+  EXPECT_EQ(tail_depth, tile_depth) << "the tail loop nests in the tiles' loop";
+}

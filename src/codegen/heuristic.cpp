@@ -499,10 +499,16 @@ void cpu_optimizations(Kernel& k) {
     return false;
   };
   std::vector<std::tuple<int64_t, int64_t>> choices;   // (-size, axis), taken before the axes move
+  // the register tile's rows along an axis: a symbolic one (its size is the max) is split into tiles
+  // of 4 and a tail, any length (q @ keys^T over a growing cache: 4 keys per loaded q vector, with
+  // 8-lane accumulators below)
+  auto tile_rows = [&](int64_t axis) {
+    return k.symbolic_axis(axis) ? (k.full_shape()[axis] >= 8 ? 4 : 1) : largest_divisor(k.full_shape()[axis], {8, 4, 3});
+  };
   // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
   if (k.reduceop() && !k.row_kernel())
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
-      if (reuses(axis) && largest_divisor(k.full_shape()[axis], {8, 4, 3}) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
+      if (reuses(axis) && tile_rows(axis) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());
   const int64_t fr_before = k.first_reduce();
   if (vaxis) {
@@ -526,7 +532,7 @@ void cpu_optimizations(Kernel& k) {
     // tile whole (a 5-wide kernel's kx): 4 x 5 accumulators load 4 + 5 vectors per 20 FMAs where 8 x 1
     // loaded 9 per 8 (beautiful_mnist's conv1 weight gradient: 2x per core).
     int64_t second = -1;
-    if (!vaxis && getenv("CPU_TILE2", 1) && k.full_shape()[axis] % 4 == 0 && reduce_unrolls_as_vectors(k, lanes))
+    if (!vaxis && getenv("CPU_TILE2", 1) && !k.symbolic_axis(axis) && k.full_shape()[axis] % 4 == 0 && reduce_unrolls_as_vectors(k, lanes))
       for (int64_t a = k.first_reduce() - 1; a >= 0 && second < 0; a--)
         if (a != axis && reuses(a) && k.full_shape()[a] >= 3 && k.full_shape()[a] <= 6)
           second = a;
@@ -535,7 +541,7 @@ void cpu_optimizations(Kernel& k) {
       k.apply_opt({OptOps::UPCAST, axis, 4});
       k.apply_opt({OptOps::UPCAST, second - (second > axis && k.first_reduce() < len ? 1 : 0), 0});   // (axis may drop out)
     } else {
-      k.apply_opt({OptOps::UPCAST, axis, largest_divisor(k.full_shape()[axis], {8, 4, 3})});
+      k.apply_opt({OptOps::UPCAST, axis, tile_rows(axis)});
     }
   }
   if (vaxis && !choices.empty()) swap_for_l2(k, vector_inputs);
@@ -560,7 +566,11 @@ void cpu_optimizations(Kernel& k) {
       if (amt > 1 && s >= 2 * amt) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), amt});
       return;
     }
-    const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {lanes, 8, 4}) : 1;
+    // Under a symbolic row tile, accumulators of half a vector: q @ keys^T (12 heads, head_dim 64) took
+    // 4.4/12.9/124 us at 64/256/1024 keys with 4 rows x 8 lanes, against 5.0/14.3/129 with 8 x 8,
+    // 7.1/25.5/170 with 8 x 16 and 6.1/20.6/137 untiled x 16 (one core of this AVX-512 VM, CPU time)
+    const bool sym_tile = std::any_of(k.sym_splits.begin(), k.sym_splits.end(), [&](auto& sp) { return sp.first < k.first_reduce(); });
+    const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {sym_tile ? lanes / 2 : lanes, 8, 4}) : 1;
     if (vlanes > 1 && up * vlanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
   }

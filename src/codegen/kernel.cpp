@@ -422,12 +422,37 @@ void Kernel::apply_sym_group(const Opt& opt, int64_t axis, bool append_opt) {
   if (append_opt) applied_opts.push_back(opt);
 }
 
+// UPCAST of a symbolic global dim N by amt: amt lanes per tile; on the CPU the loop of N/amt tiles
+// is followed by a loop over the N%amt left, on a GPU ceil(N/amt) threads take a tile each with the
+// last one masked (see KernelInfo and lowerer.cpp). The trackers keep N whole.
+namespace {
+void apply_sym_upcast(Kernel& k, const Opt& opt, int64_t axis, bool append_opt) {
+  opt_check(opt.amt && *opt.amt > 1 && *opt.amt <= 16, "UPCAST of a symbolic dim needs an amount in 2..16: " + opt.str());
+  opt_check(axis < k.global_dims(), "UPCAST of a symbolic dim is for global dims (not local or reduce ones): " + opt.str());
+  opt_check(!k.sym_split_of(axis), "symbolic axis already upcast: " + opt.str());
+  // (as UNROLL: a max under two tiles would fold the tiles' index to 0)
+  opt_check(k.full_shape()[axis] >= 2 * *opt.amt, "symbolic dim's max " + std::to_string(k.full_shape()[axis]) + " is under two tiles: " + opt.str());
+  opt_check(!k.tensor_core, "can't upcast a symbolic dim with tensor cores");
+  // the CPU runs one tail: a second split global dim would need a tail per combination
+  opt_check(k.opts->has_local || std::none_of(k.sym_splits.begin(), k.sym_splits.end(), [&](auto& s) { return s.first < k.first_reduce(); }),
+            "the CPU upcasts one symbolic global dim at most: " + opt.str());
+  // (a row kernel's full-shape store loops would be shared by the tiles and the tail)
+  opt_check(k.opts->has_local || !k.row_kernel(), "the CPU doesn't upcast a symbolic dim of a row kernel: " + opt.str());
+  // (the CPU's first loop runs on threads in a big kernel: a split one would run on one)
+  opt_check(k.opts->has_local || !k.opts->cpu_threads || axis > 0 || prod(k.full_shape()) < kCpuParallelMinWork,
+            "the CPU doesn't upcast the symbolic first dim of a kernel it runs on threads: " + opt.str());
+  k.sym_splits.emplace_back(axis, *opt.amt);
+  if (append_opt) k.applied_opts.push_back(opt);
+}
+}  // namespace
+
 // An opt on a symbolic axis: UNROLL of a reduce loop by amt lanes splits it (tiles + tail, see
 // KernelInfo); the trackers stay as they are, since N can't be reshaped into N/amt x amt. GROUP
 // adds a group axis (apply_sym_group).
 void Kernel::apply_sym_opt(const Opt& opt, int64_t axis, bool append_opt) {
   if (opt.op == OptOps::GROUP) return apply_sym_group(opt, axis, append_opt);
-  opt_check(opt.op == OptOps::UNROLL, "can't apply " + opt.str() + " to a symbolic dim");
+  if (opt.op == OptOps::UPCAST) return apply_sym_upcast(*this, opt, axis, append_opt);
+  opt_check(opt.op == OptOps::UNROLL, "can't apply " + opt.str() + " to a symbolic dim (UNROLL, UPCAST and GROUP apply)");
   opt_check(opt.amt && *opt.amt > 1 && *opt.amt <= 32, "UNROLL of a symbolic dim needs an amount in 2..32: " + opt.str());
   opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "UNROLL is for reduce loops: " + opt.str());
   opt_check(!sym_split_of(axis) && !sym_group_axis(axis), "symbolic axis already unrolled or grouped: " + opt.str());

@@ -48,7 +48,8 @@ struct Opt {
 // then (axis, group axis) per grouped symbolic axis}.
 // A split symbolic axis (a dim N that is an expression of Variables, which no tracker can reshape
 // into N/amt x amt) is lowered as a loop of N/amt tiles of amt unrolled lanes plus a loop over the
-// N%amt left (a masked tail): see lowerer.cpp.
+// N%amt left: a reduce loop (UNROLL), or a global dim (UPCAST: the kernel's stores run in both
+// loops; on a GPU instead ceil(N/amt) threads of amt lanes, masked to < N): see lowerer.cpp.
 // A grouped symbolic axis (GROUP by g) keeps its dim N whole; a group axis of size g (broadcast in
 // every tracker) is added for the threads, and every loop over N is a block-stride loop: thread
 // l takes l, l+g, l+2g, .. < N (a runtime bound per thread, so no tail mask).
@@ -101,8 +102,9 @@ class Kernel {
 
   std::vector<Opt> applied_opts;
   int64_t group_for_reduces = 0, upcasted = 0, local_dims = 0;
-  // UNROLL of a symbolic reduce axis: (axis, amt); the trackers keep the axis whole, the lowerer
-  // splits its loop into unrolled tiles and a tail (KernelInfo::sym_splits). Axes follow the shape.
+  // UNROLL of a symbolic reduce axis or UPCAST of a symbolic global one: (axis, amt); the trackers
+  // keep the axis whole, the lowerer splits its loop into unrolled tiles and a tail
+  // (KernelInfo::sym_splits). Axes follow the shape.
   std::vector<std::pair<int64_t, int64_t>> sym_splits;
   std::optional<int64_t> sym_split_of(int64_t axis) const;   // its amt when the axis is split
   // GROUP of a symbolic reduce axis: (axis, group axis); the group axis (size g, a thread per lane)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -163,8 +164,8 @@ class Lowerer {
     full_shape_ = full_shape, full_sym_ = full_sym;
     sym_splits_ = ki.sym_splits, sym_groups_ = ki.sym_groups;
     for (auto [a, amt] : sym_splits_)
-      TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && full_sym[a] && amt > 1,
-                "a split axis is a symbolic reduce loop: axis " + std::to_string(a) + " of " + to_str(full_shape));
+      TG_ASSERT(((a >= first_reduce + group_for_reduces && a < first_upcasted) || a < global_dims) && full_sym[a] && amt > 1,
+                "a split axis is a symbolic reduce loop or global dim: axis " + std::to_string(a) + " of " + to_str(full_shape));
     for (auto [a, g] : sym_groups_)
       TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && full_sym[a] && !split_of(a) && g >= first_reduce &&
                     g < first_reduce + group_for_reduces && !full_sym[g],
@@ -172,18 +173,26 @@ class Lowerer {
                     std::to_string(g) + " of " + to_str(full_shape));
 
     if (opts.has_local) {
+      // an upcast symbolic global dim launches ceil(N/amt) threads of amt lanes (masked_tiles)
+      std::vector<int64_t> gdims = slice(0, global_dims);
+      std::vector<UOp> gsym = sym_slice(0, global_dims);
+      for (auto [a, amt] : sym_splits_)
+        if (a < global_dims) gdims[a] = (gdims[a] + amt - 1) / amt, gsym[a] = (gsym[a] + iconst(amt - 1)) / iconst(amt);
       if (ki.dont_use_locals) {
         TG_ASSERT(ki.local_dims == 0, "can't use locals if there's no local dims");
-        idxs_ = get_grouped_dims("idx", slice(0, global_dims), opts.global_max, true, sym_slice(0, global_dims));
+        idxs_ = get_grouped_dims("idx", gdims, opts.global_max, true, gsym);
       } else {
-        idxs_ = get_grouped_dims("gidx", slice(0, global_dims), opts.global_max, true, sym_slice(0, global_dims));
+        idxs_ = get_grouped_dims("gidx", gdims, opts.global_max, true, gsym);
         for (const UOp& l : get_grouped_dims("lidx", slice(global_dims, first_reduce + group_for_reduces), opts.local_max, false,
                                              sym_slice(global_dims, first_reduce + group_for_reduces)))
           idxs_.push_back(l);
       }
+      masked_tiles(global_dims);
     } else {
-      // the CPU runs global dims as loops; a big kernel runs its first loop on threads
-      const bool parallel = opts.cpu_threads && first_reduce > 0 && full_shape[0] >= 2 && prod(full_shape) >= kCpuParallelMinWork;
+      // the CPU runs global dims as loops; a big kernel runs its first loop on threads (not a split one:
+      // its tail loop follows the tiles' loop)
+      const bool parallel = opts.cpu_threads && first_reduce > 0 && full_shape[0] >= 2 && prod(full_shape) >= kCpuParallelMinWork &&
+                            !split_of(0);
       for (int64_t i = 0; i < first_reduce; i++) {
         std::vector<int64_t> arg{i, 0};
         if (i == 0 && parallel) arg.push_back(1);
@@ -220,7 +229,46 @@ class Lowerer {
       if (u->op == Ops::STORE && u->src[0]->op == Ops::DEFINE_GLOBAL)
         for (int64_t a = first_group_; a < end_group_; a++) row_kernel_ = row_kernel_ || st_of(u->src[1]).shape()[a] > 1;
     claims_.assign(n, 0);
-    ctx_id(Ctx{idxs_, std::vector<UOp>(n)});   // context 0: outside every reduce
+    std::optional<std::vector<UOp>> tail;
+    if (!opts.has_local)
+      for (auto [a, amt] : sym_splits_)
+        if (a < first_reduce) {
+          TG_ASSERT(!tail, "the CPU splits one symbolic global dim at most: " + to_str(full_shape));
+          tail = tiles_and_tail(a, amt, first_reduce);
+        }
+    ctx_id(Ctx{idxs_, std::vector<UOp>(n)});   // context 0: outside every reduce (the tiles of a split global dim)
+    if (tail) out_ctxs_.push_back(ctx_id(Ctx{*tail, std::vector<UOp>(n), 1}));   // the kernel's body once more
+  }
+
+  // UPCAST of a symbolic global dim N by amt on the CPU: the tiles' loop r < N/amt (a plain global
+  // loop, index r*amt + amt lanes) replaces the dim's loop in idxs_; the tail's loop t < N%amt, index
+  // (N/amt)*amt + t, runs after it: its RANGE arg is past every other, so the linearizer opens it
+  // last, and the global loops inside it are loops of its own (opened after it, in axis order).
+  // Returns the tail's indexes.
+  std::vector<UOp> tiles_and_tail(int64_t a, int64_t amt, int64_t first_reduce) {
+    const UOp n = dim(a), tiles = n / iconst(amt);
+    std::vector<UOp> tail = idxs_;
+    UOp t(Ops::RANGE, dtypes::int32, {iconst(0), n % iconst(amt)}, std::vector<int64_t>{kTailLoopAxis + a, 1});
+    tail[a] = tiles * iconst(amt) + t;
+    for (int64_t i = a + 1; i < first_reduce; i++)
+      tail[i] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, std::vector<int64_t>{kTailLoopAxis + i, 1});
+    UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::vector<int64_t>{a, 0});
+    idxs_[a] = r * iconst(amt) + lanes(a, amt);
+    return tail;
+  }
+  // UPCAST of a symbolic global dim N by amt on a GPU: ceil(N/amt) threads (set in the launch dims),
+  // thread g takes g*amt + lanes, and every load and store is masked to < N (the last tile's lanes past N)
+  void masked_tiles(int64_t global_dims) {
+    for (auto [a, amt] : sym_splits_) {
+      if (a >= global_dims) continue;
+      idxs_[a] = idxs_[a] * iconst(amt) + lanes(a, amt);
+      tile_masks_.emplace_back(a, idxs_[a].lt(dim(a)));
+    }
+  }
+  UOp lanes(int64_t a, int64_t amt) const {
+    std::vector<UOp> ls;
+    for (int64_t j = 0; j < amt; j++) ls.push_back(iconst(j));
+    return UOp(Ops::EXPAND, dtypes::int32, ls, std::vector<int64_t>{kSplitLaneAxis + a, amt});
   }
 
   // the group reduce's local buffer holds a dtype __shfl_xor_sync takes, and the reduce is SUM or MAX
@@ -286,6 +334,7 @@ class Lowerer {
   // axis a closes (idx[a] is 32*red[a] for a warp reduce's group axis); empty outside reduces.
   struct Ctx {
     std::vector<UOp> idx, red;
+    int part = 0;   // 1 in the tail of a split global dim (its reduces get loops of their own)
   };
   struct CtxKeyHash {
     size_t operator()(const std::vector<const UOpNode*>& v) const {
@@ -317,13 +366,14 @@ class Lowerer {
   };
   // The first reduce over an axis gets RANGE {axis, 1} (a grouped axis {1000+axis, 1}), as a kernel
   // with one reduce always had; a later reduce over the same axis adds 2000 per reduce before it;
-  // a split axis's tail loop adds 500 (it opens after the tiles' loop).
-  const std::vector<Loop>& reduce_loops(const UOp& x) {
-    auto [it, fresh] = loops_.try_emplace(x.get());
+  // a split axis's tail loop adds 500 (it opens after the tiles' loop). In the tail of a split global
+  // dim (part 1) they add kTailReduceAxis: they open after that tail's loop, so inside it.
+  const std::vector<Loop>& reduce_loops(const UOp& x, int part) {
+    auto [it, fresh] = loops_.try_emplace({x.get(), part});
     if (!fresh) return it->second;
     for (int64_t a : x->as<ReduceArg>().axes) {
       if (idxs_[a]->op == Ops::EXPAND) { it->second.push_back(Loop{}); continue; }   // an upcast axis: contracted
-      const int64_t arg = (is_group_axis(a) ? 1000 + a : a) + 2000 * claims_[a]++;
+      const int64_t arg = (part ? kTailReduceAxis : 0) + (is_group_axis(a) ? 1000 + a : a) + 2000 * claims_[a]++;
       if (is_group_axis(a) && warp_reduce_) {
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), iconst(full_shape_[a] / 32)}, std::vector<int64_t>{arg, 1});
         it->second.push_back(Loop{r * iconst(32), r});
@@ -334,11 +384,7 @@ class Lowerer {
         const UOp n = dim(a), tiles = n / iconst(*amt);
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::vector<int64_t>{arg, 1});
         UOp t(Ops::RANGE, dtypes::int32, {iconst(0), n % iconst(*amt)}, std::vector<int64_t>{arg + 500, 1});
-        const int64_t lane_axis = kSplitLaneAxis + a;
-        std::vector<UOp> lanes;
-        for (int64_t j = 0; j < *amt; j++) lanes.push_back(iconst(j));
-        UOp e(Ops::EXPAND, dtypes::int32, lanes, std::vector<int64_t>{lane_axis, *amt});
-        it->second.push_back(Loop{r * iconst(*amt) + e, r, tiles * iconst(*amt) + t, t, lane_axis, *amt});
+        it->second.push_back(Loop{r * iconst(*amt) + lanes(a, *amt), r, tiles * iconst(*amt) + t, t, kSplitLaneAxis + a, *amt});
       } else {
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{arg, 1});
         it->second.push_back(Loop{r, r});
@@ -372,6 +418,9 @@ class Lowerer {
     const bool local = !is_const && x->src[0]->op == Ops::DEFINE_LOCAL;
     const std::vector<UOp>& idxs = ctxs_[ctx].idx;
     auto [idx, valid] = to_indexed_uops(st_of(st), idxs);
+    if (!is_const && !local)
+      for (const auto& [a, in_n] : tile_masks_)
+        if (st_of(st).shape()[a] != 1) valid = valid & in_n;
     if (is_const) {
       // a symbolic CONST carries its value as a second source: an int expression of DEFINE_VARs
       UOp v = x->src.size() > 1 ? to_uop(x->src[1], ctx).cast(x->dtype) : UOp::const_(x->dtype, ast_const(x));
@@ -413,7 +462,7 @@ class Lowerer {
     const ReduceArg& ra = x->as<ReduceArg>();
     TG_ASSERT(ra.op == ReduceOps::SUM || ra.op == ReduceOps::MAX, "the lowerer reduces SUM and MAX, not " + to_string(ra.op));
     const BinaryOps alu_op = ra.op == ReduceOps::SUM ? BinaryOps::ADD : BinaryOps::MAX;
-    const auto& loops = reduce_loops(x);
+    const auto& loops = reduce_loops(x, ctxs_[ctx].part);
     // one part per choice of tiles or tail on each split axis, combined with the reduce's op
     std::vector<size_t> split;
     for (size_t i = 0; i < loops.size(); i++)
@@ -536,7 +585,10 @@ class Lowerer {
     std::vector<UOp> in;
     for (const UOp& s : x->src) in.push_back(to_uop(s, ctx));
     switch (x->op) {
-      case Ops::SINK: return in.insert(in.end(), extra_stores_.begin(), extra_stores_.end()), UOp(Ops::SINK, dtypes::void_, in);
+      case Ops::SINK:
+        for (int c : out_ctxs_)
+          for (const UOp& s : x->src) in.push_back(to_uop(s, c));
+        return in.insert(in.end(), extra_stores_.begin(), extra_stores_.end()), UOp(Ops::SINK, dtypes::void_, in);
       case Ops::WMMA: return lower_wmma(x, in);
       case Ops::ALU: case Ops::CAST: case Ops::BITCAST: return UOp(x->op, x->dtype, in, x->arg);
       default: TG_ASSERT(false, "the lowerer can't lower " + x.str());
@@ -547,6 +599,9 @@ class Lowerer {
   static constexpr int64_t kOutLoopAxis = int64_t{1} << 50;
   // the EXPAND axis of a split symbolic axis's lanes: kSplitLaneAxis + axis (past every shape axis)
   static constexpr int64_t kSplitLaneAxis = 1 << 20;
+  // the tail loop of a split global dim: kTailLoopAxis + axis, past every other loop's arg
+  static constexpr int64_t kTailLoopAxis = int64_t{1} << 55;
+  static constexpr int64_t kTailReduceAxis = kTailLoopAxis + (int64_t{1} << 20);
 
   const Renderer& opts_;
   std::vector<UOp> idxs_;   // context 0's indexes
@@ -558,7 +613,9 @@ class Lowerer {
   std::vector<int64_t> claims_;   // per axis: how many reduce nodes loop over it so far
   std::vector<Ctx> ctxs_;
   std::unordered_map<std::vector<const UOpNode*>, int, CtxKeyHash> ctx_ids_;
-  std::unordered_map<const UOpNode*, std::vector<Loop>> loops_;   // REDUCE_AXIS -> its loop per axis
+  std::map<std::pair<const UOpNode*, int>, std::vector<Loop>> loops_;   // (REDUCE_AXIS, Ctx::part) -> its loop per axis
+  std::vector<int> out_ctxs_;   // the contexts the stores run in besides 0: a split global dim's tail
+  std::vector<std::pair<int64_t, UOp>> tile_masks_;   // (axis, index < N) of a GPU's upcast symbolic global dims
   std::vector<std::pair<int64_t, int64_t>> sym_splits_;   // KernelInfo::sym_splits
   std::vector<std::pair<int64_t, int64_t>> sym_groups_;   // KernelInfo::sym_groups
   // stash_row_values: a sum's REDUCE_AXIS -> the output (DEFINE_GLOBAL, SHAPETRACKER) its loop also

@@ -5,6 +5,8 @@
 // GPU: global dims become SPECIAL gidx (reversed, merged to fit global_max), local dims SPECIAL lidx.
 // CPU: global dims become RANGE {axis, 0}; the first one is {axis, 0, 1} (run on threads) when the kernel is big.
 // Reduce loops are RANGE {axis, 1}, upcasted dims EXPAND {axis, size} of the constants 0..size-1.
+// A split symbolic dim (KernelInfo::sym_splits) runs tiles of amt lanes and a tail loop; a split global
+// dim on a GPU runs ceil(N/amt) threads with every load and store masked to < N.
 // Each LOAD/STORE/CONST gets its index and validity from to_indexed_uops (shape/shapetracker_arg.hpp):
 //   LOAD(buf, idx[, alt 0, valid][, BARRIER])   STORE(buf, idx, val[, valid])   CONST -> where(valid, c, 0)
 // REDUCE_AXIS becomes REDUCE(val, ranges...) arg BinaryOps ADD/MAX, with upcasted reduce axes CONTRACTed.
