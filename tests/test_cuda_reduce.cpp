@@ -249,3 +249,71 @@ TEST(CudaReduceEmulated, LongRowsOnChip) {
     }
   }
 }
+
+// No GPU needed: rows no block size divides (4097, 1031 long: not a whole number of 16-byte vectors
+// or of 32 threads) get a block of threads per row with a masked tail (a GROUP that doesn't divide:
+// a block-stride loop), run on CPU threads: sum, max, softmax and layernorm equal plain C++. Before,
+// one thread walked each whole row (no GROUP in the opts).
+TEST(CudaReduceEmulated, OddRowsTakeABlockPerRow) {
+  CUDARenderer ren("sm_90");
+  for (const Shape& s : std::vector<Shape>{{3, 4097}, {2, 1031}}) {
+    std::vector<float> h = host_data(prod(s), 11, -8, 8);
+    Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();
+    std::vector<double> mx(s[0], -INFINITY), sum(s[0], 0), z(s[0], 0);
+    for (int64_t i = 0; i < s[0]; i++) {
+      for (int64_t j = 0; j < s[1]; j++) mx[i] = std::max<double>(mx[i], h[i * s[1] + j]), sum[i] += h[i * s[1] + j];
+      for (int64_t j = 0; j < s[1]; j++) z[i] += std::exp(h[i * s[1] + j] - mx[i]);
+    }
+    auto grouped = [&](const cuda_emu::Run& r, const std::string& what) {
+      ASSERT_TRUE(r.errors.empty()) << what << ": " << r.errors[0];
+      ASSERT_EQ(r.programs.size(), 1u) << what;
+      bool group = false;
+      for (const Opt& o : r.opts[0]) group = group || o.op == OptOps::GROUP;
+      EXPECT_TRUE(group) << what << " " << to_str(s) << "\n" << r.programs[0].src;
+      EXPECT_GE(r.programs[0].local_size[0], 32) << what;
+    };
+    cuda_emu::Run rs = cuda_emu::run(x.sum(1), ren), rm = cuda_emu::run(x.max(1), ren), rx = cuda_emu::run(x.softmax(-1), ren);
+    grouped(rs, "sum"), grouped(rm, "max"), grouped(rx, "softmax");
+    std::vector<float> gs = cuda_emu::values<float>(rs), gm = cuda_emu::values<float>(rm), gx = cuda_emu::values<float>(rx);
+    for (int64_t i = 0; i < s[0]; i++) {
+      EXPECT_NEAR(gs[i], sum[i], 1e-3) << "sum row " << i;
+      EXPECT_EQ(gm[i], static_cast<float>(mx[i])) << "max row " << i;
+      for (int64_t j = 0; j < s[1]; j++)
+        ASSERT_NEAR(gx[i * s[1] + j], std::exp(h[i * s[1] + j] - mx[i]) / z[i], 1e-6) << "softmax at " << i << "," << j;
+    }
+    cuda_emu::Run rl = cuda_emu::run(x.layernorm(-1), ren);
+    ASSERT_TRUE(rl.errors.empty()) << rl.errors[0];
+    std::vector<float> gl = cuda_emu::values<float>(rl);
+    for (int64_t i = 0; i < s[0]; i++) {
+      const double mean = sum[i] / s[1];
+      double var = 0;
+      for (int64_t j = 0; j < s[1]; j++) var += (h[i * s[1] + j] - mean) * (h[i * s[1] + j] - mean);
+      const double inv = 1 / std::sqrt(var / s[1] + 1e-5);
+      for (int64_t j = 0; j < s[1]; j++) ASSERT_NEAR(gl[i * s[1] + j], (h[i * s[1] + j] - mean) * inv, 1e-4) << "layernorm at " << i << "," << j;
+    }
+  }
+}
+
+// No GPU needed: rand is one kernel on CUDA that evaluates threefry once per pair of words and stores
+// each row's 4 consecutive floats as one float4 (the 2 rows of words upcast: 2 float4 stores, 4 threefry
+// chains per thread), run on CPU threads: the same numbers as the CPU's rand. Before: threefry's pairs
+// stored to a buffer (8 bytes each) and read back by a second kernel, 0.19 of the copy bandwidth.
+TEST(CudaReduceEmulated, RandIsOneKernelWithVectorStores) {
+  CUDARenderer ren("sm_90");
+  for (int64_t n : {int64_t{1} << 14, int64_t{4096 + 8}}) {
+    Tensor::manual_seed(5);
+    std::vector<float> want = Tensor::rand({n}, Opts{dtypes::float32, "CPU", false}).tolist<float>();
+    Tensor::manual_seed(5);
+    cuda_emu::Run r = cuda_emu::run(Tensor::rand({n}, Opts{dtypes::float32, "CPU", false}), ren);
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+    ASSERT_EQ(r.programs.size(), 1u) << "rand of " << n;
+    const std::string& src = r.programs[0].src;
+    EXPECT_EQ(cuda_emu::values<float>(r), want) << src;
+    // each thread: 2 float4 stores, 4 threefry chains of 20 rounds (an xor a round): 80 xors
+    size_t stores = 0, xors = 0;
+    for (size_t p = src.find("= make_float4("); p != std::string::npos; p = src.find("= make_float4(", p + 1)) stores++;
+    for (char c : src) xors += c == '^';
+    EXPECT_EQ(stores, 2u) << src;
+    EXPECT_EQ(xors, 80u) << src;
+  }
+}
