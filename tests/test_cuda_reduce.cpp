@@ -171,6 +171,22 @@ TEST(CudaReduce, ArgminIntRows) {
   EXPECT_EQ(x.argmax(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{4, 0, 0, 0}));
 }
 
+// rand on CUDA gives the CPU's numbers (one stream, tinygrad's), for even and odd sizes, a second call
+// (the counter advanced) and a size whose indices pass 2^24 (a flattened (2, n/2) view indexed n^2/2
+// elements: the counter's arange lost the block index past int32)
+TEST(CudaReduce, RandMatchesTheCpu) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  for (int64_t n : {int64_t{1001}, int64_t{1} << 20, (int64_t{1} << 25) + 8}) {
+    std::vector<std::vector<float>> got[2];
+    for (int d = 0; d < 2; d++) {
+      Tensor::manual_seed(3);
+      for (int call = 0; call < 2; call++)
+        got[d].push_back(Tensor::rand({n}, Opts{dtypes::float32, d ? "CUDA" : "CPU", false}).to("CPU").tolist<float>());
+    }
+    EXPECT_TRUE(got[0] == got[1]) << "rand of " << n;
+  }
+}
+
 // argmax/argmin return the first of equal values, on every axis, for float and int inputs
 TEST(CudaReduce, ArgmaxArgminFirstOccurrenceTies) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
@@ -281,6 +297,21 @@ TEST(CudaReduceEmulated, OddRowsTakeABlockPerRow) {
       for (int64_t j = 0; j < s[1]; j++)
         ASSERT_NEAR(gx[i * s[1] + j], std::exp(h[i * s[1] + j] - mx[i]) / z[i], 1e-6) << "softmax at " << i << "," << j;
     }
+    // argmax (a max, then the first index holding it: a fused arange) and cross-entropy (the label gather)
+    std::vector<float> tied = h;
+    for (int64_t i = 0; i < s[0]; i++) tied[i * s[1] + s[1] - 1 - i] = tied[i * s[1] + 7 + i] = 9;   // two maxima a row
+    Tensor xt = Tensor::from<float>(tied, s, Opts{dtypes::float32, "CPU", false}).realize();
+    cuda_emu::Run ra = cuda_emu::run(xt.argmax(1), ren);   // (its arange doesn't fold at 4097: a thread per row)
+    ASSERT_TRUE(ra.errors.empty()) << ra.errors[0];
+    EXPECT_EQ(cuda_emu::values<int32_t>(ra), xt.argmax(1).tolist<int32_t>());
+    std::vector<int32_t> lab(s[0]);
+    for (int64_t i = 0; i < s[0]; i++) lab[i] = static_cast<int32_t>((i * 1013) % s[1]);
+    Tensor y = Tensor::from<int32_t>(lab, {s[0]}, Opts{dtypes::int32, "CPU", false}).realize();
+    cuda_emu::Run rc = cuda_emu::run(x.sparse_categorical_crossentropy(y), ren);
+    ASSERT_TRUE(rc.errors.empty()) << rc.errors[0];
+    double loss = 0;
+    for (int64_t i = 0; i < s[0]; i++) loss -= h[i * s[1] + lab[i]] - mx[i] - std::log(z[i]);
+    EXPECT_NEAR(cuda_emu::values<float>(rc)[0], loss / s[0], 1e-4);
     cuda_emu::Run rl = cuda_emu::run(x.layernorm(-1), ren);
     ASSERT_TRUE(rl.errors.empty()) << rl.errors[0];
     std::vector<float> gl = cuda_emu::values<float>(rl);
