@@ -459,9 +459,11 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
   // GROUP of a fixed reduce axis that g doesn't divide (a 4097-long row): a block-stride loop as for a
   // symbolic one, the tail masked by each thread's loop bound
-  // (not under a nested reduce, an unfolded arange: argmax of a 4097 row; its loop would hold the group's barrier)
-  if (opt.op == OptOps::GROUP && opt.amt && *opt.amt > 1 && axis < static_cast<int64_t>(full_shape().size()) &&
-      full_shape()[axis] % *opt.amt != 0 && std::find(inner_reduce.begin(), inner_reduce.end(), true) == inner_reduce.end())
+  // (the only reduce axis, and not under a nested reduce, an unfolded arange: argmax of a 4097 row; its loop
+  // would hold the group's barrier. Loops over other reduce axes around it gave wrong sums: batchnorm's 8x10x10.)
+  if (opt.op == OptOps::GROUP && opt.amt && *opt.amt > 1 && axis == first_reduce() + group_for_reduces &&
+      axis == first_upcast() - 1 && full_shape()[axis] % *opt.amt != 0 &&
+      std::find(inner_reduce.begin(), inner_reduce.end(), true) == inner_reduce.end())
     return apply_sym_group(opt, axis, append_opt);
   opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !sym_group_axis(axis),
             "the group axis of a grouped symbolic dim can't be split: " + opt.str());
