@@ -375,3 +375,29 @@ TEST(CudaReduceCodegen, StreamingElementwiseBlocks) {
   }
   EXPECT_EQ(kernels, 1);
 }
+
+// A GROUP that doesn't divide its axis (a block-stride loop) is for a kernel's one reduce axis: inside loops
+// over other reduce axes the partial sums went wrong (per-channel sums over 8x10x10, batchnorm's: its
+// gradients differed from the CPU on an H200). Refused there; the heuristic's kernels equal the CPU (emulated).
+TEST(CudaReduceEmulated, StridedGroupOnlyOnTheOneReduceAxis) {
+  CUDARenderer ren("sm_90");
+  const Shape s{8, 4, 10, 10};
+  std::vector<float> h = host_data(prod(s), 13);
+  Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();
+  Tensor sums = x.sum(Axes{0, 2, 3});
+  for (const ScheduleItem& si : sums.schedule()) {
+    Kernel k(Access::uop(si.ast), ren);
+    ASSERT_LT(k.first_reduce(), k.shape_len() - 1) << "several reduce axes: " << to_str(k.full_shape());
+    EXPECT_THROW(k.apply_opt({OptOps::GROUP, k.shape_len() - 1 - k.first_reduce(), 128}), KernelOptError) << to_str(k.full_shape());
+  }
+  Tensor row = Tensor::from<float>(h, {8, 400}, Opts{dtypes::float32, "CPU", false}).realize();
+  for (const ScheduleItem& si : row.sum(1).schedule()) {
+    Kernel k(Access::uop(si.ast), ren);
+    EXPECT_NO_THROW(k.apply_opt({OptOps::GROUP, 0, 128})) << "one reduce axis of 400: a block-stride loop";
+  }
+  cuda_emu::Run r = cuda_emu::run(x.sum(Axes{0, 2, 3}), ren);   // (a fresh graph: the one above was scheduled)
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  std::vector<float> got = cuda_emu::values<float>(r), want = x.sum(Axes{0, 2, 3}).tolist<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t c = 0; c < want.size(); c++) EXPECT_NEAR(got[c], want[c], 1e-3) << "channel " << c;
+}
