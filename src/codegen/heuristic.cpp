@@ -202,6 +202,24 @@ void add_locals(Kernel& k) {
   }
 }
 
+// A small upcast that isn't the output's unit-stride axis (the 2 rows of rand's words, upcast as a
+// masked axis so threefry runs once per pair) leaves its stores scalar: that axis is upcast by 4 too,
+// so each row's 4 consecutive outputs go out in one 16-byte store.
+void upcast_store_vectors(Kernel& k) {
+  // (a reduce that reads no buffer is an arange, folded into index math: rand's counter)
+  for (const UOp& r : k.reduceops)
+    for (const UOp& u : r.toposort())
+      if (u->op == Ops::LOAD) return;
+  if (prod_range(k.full_shape(), k.first_upcast(), k.shape_len()) > 8) return;
+  for (auto& [sz, st, r] : k.upcasted_axis(0))
+    if (st && *st == 1) return;   // already vectors
+  for (int64_t axis = 0; axis < k.first_reduce(); axis++)
+    if (k.sts[0].real_strides()[axis] == 1 && k.full_shape()[axis] % 4 == 0 && k.full_shape()[axis] >= 64) {
+      k.apply_opt({OptOps::UPCAST, axis, 4});
+      return;
+    }
+}
+
 // ---- CPU (no locals): vector lanes along the output's unit-stride axis, a register tile on top
 
 // stride of buffer i along axis, nullopt when it is not a plain stride (masked/merged views)
@@ -215,24 +233,6 @@ std::optional<int64_t> stride_of(const Kernel& k, size_t i, int64_t axis) { retu
 // With a long reduce, a contiguous-store axis that isn't a whole number of vectors (a conv's 20-wide
 // rows: 16 + 4 lanes, 5/8 of each FMA used) gives way to a strided-store one that is (the output
 // channels over packed weights, codegen/pack.hpp).
-// A small upcast that isn't the output's unit-stride axis (the 2 rows of rand's words, upcast as a
-// masked axis so threefry runs once per pair) leaves its stores scalar: that axis is upcast by 4 too,
-// so each row's 4 consecutive outputs go out in one 16-byte store.
-void upcast_store_vectors(Kernel& k) {
-  // (a reduce that reads no buffer is an arange, folded into index math: rand's counter)
-  for (const UOp& r : k.reduceops)
-    for (const UOp& u : r.toposort())
-      if (u->op == Ops::LOAD) return;
-  if (prod_range(k.full_shape(), k.first_upcast(), k.shape_len()) > 8) return;
-  for (auto& [sz, st, r] : k.upcasted_axis(0))
-    if (st && *st == 1) return;   // already vectors
-  for (int64_t axis = 0; axis < k.first_reduce(); axis++)
-    if (stride_of(k, 0, axis) == 1 && k.full_shape()[axis] % 4 == 0 && k.full_shape()[axis] >= 64) {
-      k.apply_opt({OptOps::UPCAST, axis, 4});
-      return;
-    }
-}
-
 // buffer i is broadcast along every reduce axis: read by the epilogue after the reduce, not inside it
 bool read_after_reduce(const Kernel& k, size_t i) {
   for (int64_t a = k.first_reduce(); a < k.shape_len(); a++)
