@@ -397,8 +397,8 @@ void Kernel::check_group_smem(int64_t amt) const {
 
 // GROUP of a symbolic reduce axis N (or a fixed one g doesn't divide) by g threads: N can't be reshaped
 // into N/g x g, so a group axis of size g is inserted before the reduce loops instead, broadcast
-// (stride 0) in every tracker whose dim at N isn't reduced (1 where it is, so it is a reduce axis like a split one). The lowerer
-// spreads every loop over N across the group's threads (KernelInfo::sym_groups).
+// (stride 0) in every tracker whose dim at N isn't reduced (1 where it is, so it is a reduce axis like
+// a split one). The lowerer spreads every loop over N across the group's threads (KernelInfo::sym_groups).
 void Kernel::apply_sym_group(const Opt& opt, int64_t axis, bool append_opt) {
   opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
   opt_check(opt.amt && *opt.amt > 1, "GROUP of a symbolic dim needs an amount: " + opt.str());
