@@ -62,6 +62,8 @@ int main() {
   ws.push_back({"softmax_8192x8192", {R({8192, 8192})}, [](auto& in) { return in[0].softmax(-1); }, 2 * 8192.0 * 8192 * 4});
   ws.push_back({"softmax_4096x32000", {R({4096, 32000})}, [](auto& in) { return in[0].softmax(-1); }, 2 * 4096.0 * 32000 * 4});
   ws.push_back({"log_softmax_4096x32000", {R({4096, 32000})}, [](auto& in) { return in[0].log_softmax(-1); }, 2 * 4096.0 * 32000 * 4});
+  // rows not a whole number of 16-byte vectors or thread blocks: a block per row with a masked tail
+  ws.push_back({"softmax_8192x4097", {R({8192, 4097})}, [](auto& in) { return in[0].softmax(-1); }, 2 * 8192.0 * 4097 * 4});
   ws.push_back({"layernorm_8192x1024", {R({8192, 1024})}, [](auto& in) { return in[0].layernorm(-1); }, 2 * 8192.0 * 1024 * 4});
   Tensor labels = Tensor::randint({8192}, 0, 32000, Opts{dtypes::int32, "CUDA", false}).realize();
   ws.push_back({"cross_entropy_8192x32000", {R({8192, 32000}), labels},

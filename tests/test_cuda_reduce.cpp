@@ -171,6 +171,22 @@ TEST(CudaReduce, ArgminIntRows) {
   EXPECT_EQ(x.argmax(1).to("CPU").tolist<int32_t>(), (std::vector<int32_t>{4, 0, 0, 0}));
 }
 
+// rand on CUDA gives the CPU's numbers (one stream, tinygrad's), for even and odd sizes, a second call
+// (the counter advanced) and a size whose indices pass 2^24 (a flattened (2, n/2) view indexed n^2/2
+// elements: the counter's arange lost the block index past int32)
+TEST(CudaReduce, RandMatchesTheCpu) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  for (int64_t n : {int64_t{1001}, int64_t{1} << 20, (int64_t{1} << 25) + 8}) {
+    std::vector<std::vector<float>> got[2];
+    for (int d = 0; d < 2; d++) {
+      Tensor::manual_seed(3);
+      for (int call = 0; call < 2; call++)
+        got[d].push_back(Tensor::rand({n}, Opts{dtypes::float32, d ? "CUDA" : "CPU", false}).to("CPU").tolist<float>());
+    }
+    EXPECT_TRUE(got[0] == got[1]) << "rand of " << n;
+  }
+}
+
 // argmax/argmin return the first of equal values, on every axis, for float and int inputs
 TEST(CudaReduce, ArgmaxArgminFirstOccurrenceTies) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
@@ -248,4 +264,140 @@ TEST(CudaReduceEmulated, LongRowsOnChip) {
       }
     }
   }
+}
+
+// No GPU needed: rows no block size divides (4097, 1031 long: not a whole number of 16-byte vectors
+// or of 32 threads) get a block of threads per row with a masked tail (a GROUP that doesn't divide:
+// a block-stride loop), run on CPU threads: sum, max, softmax and layernorm equal plain C++. Before,
+// one thread walked each whole row (no GROUP in the opts).
+TEST(CudaReduceEmulated, OddRowsTakeABlockPerRow) {
+  CUDARenderer ren("sm_90");
+  for (const Shape& s : std::vector<Shape>{{3, 4097}, {2, 1031}}) {
+    std::vector<float> h = host_data(prod(s), 11, -8, 8);
+    Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();
+    std::vector<double> mx(s[0], -INFINITY), sum(s[0], 0), z(s[0], 0);
+    for (int64_t i = 0; i < s[0]; i++) {
+      for (int64_t j = 0; j < s[1]; j++) mx[i] = std::max<double>(mx[i], h[i * s[1] + j]), sum[i] += h[i * s[1] + j];
+      for (int64_t j = 0; j < s[1]; j++) z[i] += std::exp(h[i * s[1] + j] - mx[i]);
+    }
+    auto grouped = [&](const cuda_emu::Run& r, const std::string& what) {
+      ASSERT_TRUE(r.errors.empty()) << what << ": " << r.errors[0];
+      ASSERT_EQ(r.programs.size(), 1u) << what;
+      bool group = false;
+      for (const Opt& o : r.opts[0]) group = group || o.op == OptOps::GROUP;
+      EXPECT_TRUE(group) << what << " " << to_str(s) << "\n" << r.programs[0].src;
+      EXPECT_GE(r.programs[0].local_size[0], 32) << what;
+    };
+    cuda_emu::Run rs = cuda_emu::run(x.sum(1), ren), rm = cuda_emu::run(x.max(1), ren), rx = cuda_emu::run(x.softmax(-1), ren);
+    grouped(rs, "sum"), grouped(rm, "max"), grouped(rx, "softmax");
+    std::vector<float> gs = cuda_emu::values<float>(rs), gm = cuda_emu::values<float>(rm), gx = cuda_emu::values<float>(rx);
+    for (int64_t i = 0; i < s[0]; i++) {
+      EXPECT_NEAR(gs[i], sum[i], 1e-3) << "sum row " << i;
+      EXPECT_EQ(gm[i], static_cast<float>(mx[i])) << "max row " << i;
+      for (int64_t j = 0; j < s[1]; j++)
+        ASSERT_NEAR(gx[i * s[1] + j], std::exp(h[i * s[1] + j] - mx[i]) / z[i], 1e-6) << "softmax at " << i << "," << j;
+    }
+    // argmax (a max, then the first index holding it: a fused arange) and cross-entropy (the label gather)
+    std::vector<float> tied = h;
+    for (int64_t i = 0; i < s[0]; i++) tied[i * s[1] + s[1] - 1 - i] = tied[i * s[1] + 7 + i] = 9;   // two maxima a row
+    Tensor xt = Tensor::from<float>(tied, s, Opts{dtypes::float32, "CPU", false}).realize();
+    cuda_emu::Run ra = cuda_emu::run(xt.argmax(1), ren);   // (its arange doesn't fold at 4097: a thread per row)
+    ASSERT_TRUE(ra.errors.empty()) << ra.errors[0];
+    EXPECT_EQ(cuda_emu::values<int32_t>(ra), xt.argmax(1).tolist<int32_t>());
+    std::vector<int32_t> lab(s[0]);
+    for (int64_t i = 0; i < s[0]; i++) lab[i] = static_cast<int32_t>((i * 1013) % s[1]);
+    Tensor y = Tensor::from<int32_t>(lab, {s[0]}, Opts{dtypes::int32, "CPU", false}).realize();
+    cuda_emu::Run rc = cuda_emu::run(x.sparse_categorical_crossentropy(y), ren);
+    ASSERT_TRUE(rc.errors.empty()) << rc.errors[0];
+    double loss = 0;
+    for (int64_t i = 0; i < s[0]; i++) loss -= h[i * s[1] + lab[i]] - mx[i] - std::log(z[i]);
+    EXPECT_NEAR(cuda_emu::values<float>(rc)[0], loss / s[0], 1e-4);
+    cuda_emu::Run rl = cuda_emu::run(x.layernorm(-1), ren);
+    ASSERT_TRUE(rl.errors.empty()) << rl.errors[0];
+    std::vector<float> gl = cuda_emu::values<float>(rl);
+    for (int64_t i = 0; i < s[0]; i++) {
+      const double mean = sum[i] / s[1];
+      double var = 0;
+      for (int64_t j = 0; j < s[1]; j++) var += (h[i * s[1] + j] - mean) * (h[i * s[1] + j] - mean);
+      const double inv = 1 / std::sqrt(var / s[1] + 1e-5);
+      for (int64_t j = 0; j < s[1]; j++) ASSERT_NEAR(gl[i * s[1] + j], (h[i * s[1] + j] - mean) * inv, 1e-4) << "layernorm at " << i << "," << j;
+    }
+  }
+}
+
+// No GPU needed: rand is one kernel on CUDA that evaluates threefry once per pair of words and stores
+// each row's 4 consecutive floats as one float4 (the 2 rows of words upcast: 2 float4 stores, 4 threefry
+// chains per thread), run on CPU threads: the same numbers as the CPU's rand. Before: threefry's pairs
+// stored to a buffer (8 bytes each) and read back by a second kernel, 0.19 of the copy bandwidth.
+TEST(CudaReduceEmulated, RandIsOneKernelWithVectorStores) {
+  // (the rng counter lives on the default device: with a GPU, rand on the CPU copies it over first;
+  // CudaReduce.RandMatchesTheCpu checks the GPU's numbers there)
+  if (Device::default_device() != "CPU") GTEST_SKIP() << "the default device is " << Device::default_device();
+  CUDARenderer ren("sm_90");
+  for (int64_t n : {int64_t{1} << 14, int64_t{2 * 4 * 257}}) {
+    Tensor::manual_seed(5);
+    std::vector<float> want = Tensor::rand({n}, Opts{dtypes::float32, "CPU", false}).tolist<float>();
+    Tensor::manual_seed(5);
+    cuda_emu::Run r = cuda_emu::run(Tensor::rand({n}, Opts{dtypes::float32, "CPU", false}), ren);
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+    ASSERT_EQ(r.programs.size(), 1u) << "rand of " << n;
+    const std::string& src = r.programs[0].src;
+    EXPECT_EQ(cuda_emu::values<float>(r), want) << src;
+    // each thread: 2 float4 stores, 4 threefry chains of 20 rounds (an xor a round): 80 xors
+    size_t stores = 0, xors = 0;
+    for (size_t p = src.find("*((float4*)(data0+"); p != std::string::npos; p = src.find("*((float4*)(data0+", p + 1)) stores++;
+    for (char c : src) xors += c == '^';
+    EXPECT_EQ(stores, 2u) << src;
+    EXPECT_EQ(xors, 80u) << src;
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(src, "sm_90").empty());
+  }
+}
+
+// No GPU needed: a wide streaming elementwise kernel (a*b+1 over 2^22) renders with 16-byte loads and
+// stores and 128-thread blocks. tinygrad's 32-thread first local capped an H100 SM at half its threads
+// and launched 2^21 one-float4 blocks for 2^28: 0.92x torch's addcmul.
+TEST(CudaReduceCodegen, StreamingElementwiseBlocks) {
+  CUDARenderer ren("sm_90");
+  Opts o{dtypes::float32, "CPU", false};
+  Tensor a = Tensor::empty({1 << 22}, o), b = Tensor::empty({1 << 22}, o);
+  int kernels = 0;
+  for (const ScheduleItem& si : (a * b + 1).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    kernels++;
+    Kernel k(Access::uop(si.ast), ren);
+    k.hand_coded_optimizations();
+    RenderedProgram p = k.to_program();
+    EXPECT_EQ(p.local_size[0], 128) << p.src;
+    EXPECT_EQ(p.global_size[0] * p.local_size[0] * 4, 1 << 22) << "a float4 a thread\n" << p.src;
+    EXPECT_NE(p.src.find("*((float4*)(data1+"), std::string::npos) << p.src;
+    EXPECT_NE(p.src.find("*((float4*)(data0+"), std::string::npos) << p.src;
+    if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(p.src, "sm_90").empty());
+  }
+  EXPECT_EQ(kernels, 1);
+}
+
+// A GROUP that doesn't divide its axis (a block-stride loop) is for a kernel's one reduce axis: inside loops
+// over other reduce axes the partial sums went wrong (per-channel sums over 8x10x10, batchnorm's: its
+// gradients differed from the CPU on an H200). Refused there; the heuristic's kernels equal the CPU (emulated).
+TEST(CudaReduceEmulated, StridedGroupOnlyOnTheOneReduceAxis) {
+  CUDARenderer ren("sm_90");
+  const Shape s{8, 4, 10, 10};
+  std::vector<float> h = host_data(prod(s), 13);
+  Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();
+  Tensor sums = x.sum(Axes{0, 2, 3});
+  for (const ScheduleItem& si : sums.schedule()) {
+    Kernel k(Access::uop(si.ast), ren);
+    ASSERT_LT(k.first_reduce(), k.shape_len() - 1) << "several reduce axes: " << to_str(k.full_shape());
+    EXPECT_THROW(k.apply_opt({OptOps::GROUP, k.shape_len() - 1 - k.first_reduce(), 128}), KernelOptError) << to_str(k.full_shape());
+  }
+  Tensor row = Tensor::from<float>(h, {8, 400}, Opts{dtypes::float32, "CPU", false}).realize();
+  for (const ScheduleItem& si : row.sum(1).schedule()) {
+    Kernel k(Access::uop(si.ast), ren);
+    EXPECT_NO_THROW(k.apply_opt({OptOps::GROUP, 0, 128})) << "one reduce axis of 400: a block-stride loop";
+  }
+  cuda_emu::Run r = cuda_emu::run(x.sum(Axes{0, 2, 3}), ren);   // (a fresh graph: the one above was scheduled)
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+  std::vector<float> got = cuda_emu::values<float>(r), want = x.sum(Axes{0, 2, 3}).tolist<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t c = 0; c < want.size(); c++) EXPECT_NEAR(got[c], want[c], 1e-3) << "channel " << c;
 }

@@ -429,7 +429,7 @@ TEST(FuseRows, FewRowLayernormJoinsItsMatmul) {
   Tensor ln = x.layernorm(-1);
   EXPECT_EQ(kernels({ln, ln.matmul(Tensor::from<float>(w, {96, 40}, Opts{dtypes::float32, "CPU", false}))}), 2u) << "the layernorm is an output";
   // into rows 2..4 of a realized buffer, as a KV cache takes a step's keys and values
-  Tensor cache = Tensor::zeros({8, 40}).contiguous().realize();
+  Tensor cache = Tensor::zeros({8, 40}, Opts{dtypes::float32, "CPU", false}).contiguous().realize();   // (not the default device: CUDA where present)
   Tensor y = model(x);
   std::vector<float> want = y.tolist<float>();
   Tensor dst = cache.shrink({{2, 5}, {0, 40}}), src = model(x);

@@ -157,6 +157,14 @@ void unroll_small_reduce(Kernel& k) {
   }
 }
 
+// One output axis (after the upcasts) of 2^16+ threads: a streaming kernel (a*b+1, rand). 32 threads
+// a block (tinygrad's first local) cap an H100 SM at 32 blocks = half its threads, and a grid of 2^21
+// one-float4 blocks spends its time launching blocks: a*b+1 on 2^28 ran at 0.92x torch's addcmul
+// (128 threads a block, one float4 each).
+bool wide_grid(const Kernel& k) {
+  return k.first_reduce() == 1 && !k.group_for_reduces && k.full_shape()[0] >= (int64_t{1} << 16) && getenv("GPU_WIDE_LOCALS", 1);
+}
+
 void add_locals(Kernel& k) {
   if (getenv("NOLOCALS") && k.local_dims == 0 && !k.group_for_reduces) {
     k.apply_opt({OptOps::NOLOCALS, std::nullopt, std::nullopt});
@@ -175,8 +183,13 @@ void add_locals(Kernel& k) {
     int64_t local_size = 1;
     for (auto& [a, sz] : to_local) local_size *= sz;
     std::vector<int64_t> cands = axis == 0 ? std::vector<int64_t>{32, 16, 8, 4, 3, 2} : std::vector<int64_t>{16, 8, 4, 3, 2};
+    // (GPU_EW_LOCAL: the block size of such a grid, for comparing)
+    const int64_t wide = axis == 0 && wide_grid(k) ? getenv("GPU_EW_LOCAL", 128) : 0;
+    std::vector<int64_t> big;
+    for (int64_t x = wide; x > 32; x /= 2) big.push_back(x);
+    cands.insert(cands.begin(), big.begin(), big.end());
     for (int64_t x : cands)
-      if (k.full_shape()[axis] % x == 0 && local_size * x <= 128) { to_local.emplace_back(axis, x); break; }
+      if (k.full_shape()[axis] % x == 0 && local_size * x <= std::max<int64_t>(128, wide)) { to_local.emplace_back(axis, x); break; }
   }
   if (to_local.size() > 3) to_local.resize(3);
   std::sort(to_local.begin(), to_local.end());
@@ -187,6 +200,24 @@ void add_locals(Kernel& k) {
     k.apply_opt({OptOps::LOCAL, axis, local_sz});
     if (will_delete_shape) deleted_shape += 1;
   }
+}
+
+// A small upcast that isn't the output's unit-stride axis (the 2 rows of rand's words, upcast as a
+// masked axis so threefry runs once per pair) leaves its stores scalar: that axis is upcast by 4 too,
+// so each row's 4 consecutive outputs go out in one 16-byte store.
+void upcast_store_vectors(Kernel& k) {
+  // (a reduce that reads no buffer is an arange, folded into index math: rand's counter)
+  for (const UOp& r : k.reduceops)
+    for (const UOp& u : r.toposort())
+      if (u->op == Ops::LOAD) return;
+  if (prod_range(k.full_shape(), k.first_upcast(), k.shape_len()) > 8) return;
+  for (auto& [sz, st, r] : k.upcasted_axis(0))
+    if (st && *st == 1) return;   // already vectors
+  for (int64_t axis = 0; axis < k.first_reduce(); axis++)
+    if (k.sts[0].real_strides()[axis] == 1 && k.full_shape()[axis] % 4 == 0 && k.full_shape()[axis] >= 64) {
+      k.apply_opt({OptOps::UPCAST, axis, 4});
+      return;
+    }
 }
 
 // ---- CPU (no locals): vector lanes along the output's unit-stride axis, a register tile on top
@@ -379,6 +410,13 @@ bool gpu_reduce(Kernel& k) {
       opts.push_back({OptOps::GROUP, last - fr, g});
       if (try_opts(opts)) return true;
     }
+    // a row no block size divides (4097 long): g threads take every g-th element in a block-stride
+    // loop whose bound masks the tail (a GROUP that doesn't divide, see Kernel::apply_sym_group);
+    // before, one thread walked each whole row, once per reduce and once for the store
+    // (one reduce axis, the row: a loop over other reduce axes around the block-stride one isn't lowered)
+    if (fr == last)
+      for (int64_t g : {256, 128, 64, 32})
+        if (red >= 4 * g && fs[last] % g != 0 && try_opts({{OptOps::GROUP, 0, g}})) return true;
     return false;
   }
   // column: the output's last axis is contiguous in the input, the reduce is strided
@@ -603,6 +641,7 @@ Kernel& Kernel::hand_coded_optimizations() {
   // if nothing at all is upcasted and it's easy to, upcast the last axis by 4
   if (upcasted == 0 && !full_unupcasted_shape().empty() && full_unupcasted_shape().back() % 4 == 0)
     apply_opt({OptOps::UPCAST, static_cast<int64_t>(full_unupcasted_shape().size()) - 1, 4});
+  else if (opts->has_local) upcast_store_vectors(*this);
   if (opts->has_local) add_locals(*this);
   return *this;
 }

@@ -395,10 +395,10 @@ void Kernel::check_group_smem(int64_t amt) const {
             "exceeds maximum shared memory size: needs " + std::to_string(smem_sz) + ", max " + std::to_string(opts->shared_max));
 }
 
-// GROUP of a symbolic reduce axis N by g threads: N can't be reshaped into N/g x g, so a group axis
-// of size g is inserted before the reduce loops instead, broadcast (stride 0) in every tracker whose
-// dim at N isn't reduced (1 where it is, so it is a reduce axis like a split one). The lowerer
-// spreads every loop over N across the group's threads (KernelInfo::sym_groups).
+// GROUP of a symbolic reduce axis N (or a fixed one g doesn't divide) by g threads: N can't be reshaped
+// into N/g x g, so a group axis of size g is inserted before the reduce loops instead, broadcast
+// (stride 0) in every tracker whose dim at N isn't reduced (1 where it is, so it is a reduce axis like
+// a split one). The lowerer spreads every loop over N across the group's threads (KernelInfo::sym_groups).
 void Kernel::apply_sym_group(const Opt& opt, int64_t axis, bool append_opt) {
   opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
   opt_check(opt.amt && *opt.amt > 1, "GROUP of a symbolic dim needs an amount: " + opt.str());
@@ -482,6 +482,14 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
   if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
+  // GROUP of a fixed reduce axis that g doesn't divide (a 4097-long row): a block-stride loop as for a
+  // symbolic one, the tail masked by each thread's loop bound
+  // (the only reduce axis, and not under a nested reduce, an unfolded arange: argmax of a 4097 row; its loop
+  // would hold the group's barrier. Loops over other reduce axes around it gave wrong sums: batchnorm's 8x10x10.)
+  if (opt.op == OptOps::GROUP && opt.amt && *opt.amt > 1 && axis == first_reduce() + group_for_reduces &&
+      axis == first_upcast() - 1 && full_shape()[axis] % *opt.amt != 0 &&
+      std::find(inner_reduce.begin(), inner_reduce.end(), true) == inner_reduce.end())
+    return apply_sym_group(opt, axis, append_opt);
   opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !sym_group_axis(axis),
             "the group axis of a grouped symbolic dim can't be split: " + opt.str());
 

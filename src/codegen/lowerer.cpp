@@ -167,10 +167,11 @@ class Lowerer {
       TG_ASSERT(((a >= first_reduce + group_for_reduces && a < first_upcasted) || a < global_dims) && full_sym[a] && amt > 1,
                 "a split axis is a symbolic reduce loop or global dim: axis " + std::to_string(a) + " of " + to_str(full_shape));
     for (auto [a, g] : sym_groups_)
-      TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && full_sym[a] && !split_of(a) && g >= first_reduce &&
+      TG_ASSERT(a >= first_reduce + group_for_reduces && a < first_upcasted && (full_sym[a] || full_shape[a] % full_shape[g] != 0) &&
+                    !split_of(a) && g >= first_reduce &&
                     g < first_reduce + group_for_reduces && !full_sym[g],
-                "a grouped axis is a symbolic reduce loop and its group axis a group dim: axes " + std::to_string(a) + ", " +
-                    std::to_string(g) + " of " + to_str(full_shape));
+                "a grouped axis is a symbolic (or not divisible) reduce loop and its group axis a group dim: axes " +
+                    std::to_string(a) + ", " + std::to_string(g) + " of " + to_str(full_shape));
 
     if (opts.has_local) {
       // an upcast symbolic global dim launches ceil(N/amt) threads of amt lanes (masked_tiles)

@@ -51,20 +51,23 @@ Tensor Tensor::rand(Shape shape, Opts opts) {
   Tensor counts2 = counts1 + half;
   Tensor x = (counts2.cast(dtypes::uint64) << 32) | counts1.cast(dtypes::uint64);
   auto [a, b] = detail::broadcasted(x, static_cast<int64_t>(g_seed()), false, true, "rand");
-  // realized once: lo and hi below each read it, and cat's pad of hi (>> 32 is an unsafe pad op)
-  // realizes hi in a kernel of its own, so a fused x was computed for every output word (3 threefry
-  // evaluations per pair, the lo half's kernel running all of them under masks)
-  x = apply<F::Threefry>({a, b}).contiguous();
-  // cat(lo words, hi words) as a (2, half) where over an expand of x: no pad, so no kernel of its own
-  // for the hi words (a pad of >> 32 is unsafe) and no cat kernel reading both back (rand 2^28 on an
-  // H100: 4 kernels, 2.5 ms; now threefry and one kernel reading x once and writing the floats)
+  x = apply<F::Threefry>({a, b});
+  // cat(lo words, hi words) as one (2, half) kernel: row k holds word k of every pair, picked by a
+  // pad-masked const (true on row 0), so x (and the arange under it, folded into index math) is fused
+  // and never stored. The GPU heuristic upcasts the 2 rows (upcast_masked_axes), so a thread evaluates
+  // threefry once per pair and stores both words' floats, 4 pairs per thread as two float4 stores.
+  // (Before: x realized (8 bytes a pair) and read back by a second kernel; rand 2^28 on an H100 wrote
+  // 566 GB/s. A cat pads >> 32, an unsafe pad op: it realized the hi words in a kernel of their own.)
   Tensor xx = x.reshape({1, half}).expand({2, half});
-  Tensor first = Tensor::arange(2, Opts{dtypes::int32, device, false}).reshape({2, 1}).eq(0);
-  Tensor words = first.where(xx & int64_t{0xffffffff}, (xx >> 32) & int64_t{0xffffffff}).cast(dtypes::uint32).reshape({2 * half});
-  // the top 24 bits of each word give a float in [0, 1)
-  Tensor out = words.rshift(8).cast(dtypes::float32).div(static_cast<int64_t>(1) << 24)[{Slice{{}, num}}];
-  out = out.reshape(shape).cast(dt);
-  return leaf(out.contiguous(), opts.requires_grad);
+  Tensor first = Tensor::full({1, 1}, true, Opts{dtypes::bool_, device, false}).pad({{0, 1}, {0, 0}}).expand({2, half});
+  Tensor words = first.where(xx & int64_t{0xffffffff}, (xx >> 32) & int64_t{0xffffffff}).cast(dtypes::uint32);
+  // the top 24 bits of each word give a float in [0, 1); stored as (2, half), then flattened as a view:
+  // a reshape to 2*half before the store merged the rows into one axis (no rows to upcast), and the
+  // arange's view under it then indexed n*half elements (2^51 for 2^28), past int32
+  Tensor f = words.rshift(8).cast(dtypes::float32).div(static_cast<int64_t>(1) << 24).cast(dt).contiguous();
+  Tensor out = f.reshape({2 * half});
+  if (num != 2 * half) out = out[{Slice{{}, num}}];
+  return leaf(out.reshape(shape).contiguous(), opts.requires_grad);
 }
 
 Tensor Tensor::randn(Shape shape, Opts opts) {
