@@ -23,17 +23,25 @@ namespace {
 
 struct NotCovered {};   // the template doesn't apply: the caller falls back to the WMMA path
 
+// An index of the GEMM (a row of M or N, or k) as an operand addresses it: dims outermost first, each (size,
+// stride), adjacent axes merged where the operand's strides allow. One dim for a plain GEMM; a conv's window view
+// (codegen of an implicit GEMM) has several: rows (batch, y, x), k (ky, kx*cin).
+struct Dim { int64_t size, stride; };
+using Dims = std::vector<Dim>;
+
 struct Operand {
   UOp buf;                          // DEFINE_GLOBAL
-  int64_t off = 0, s_row = 0, s_k = 0;   // element offset, stride along its M (or N) axis and along K
+  int64_t off = 0, s_row = 0, s_k = 0;   // element offset; stride along its rows and along K when each is one dim
+  Dims rows, ks;                    // the row index (M for a, N for b) and k as addresses
   std::vector<int64_t> s_batch;     // per batch axis
   bool k_major = false;             // K is the contiguous axis (else M/N is)
+  bool linear() const { return rows.size() == 1 && ks.size() == 1; }
 };
 
 struct Plan {
   Operand a, b;                     // a varies along M, b along N
   int64_t M = 0, N = 0, K = 0;
-  int m_axis = -1, n_axis = -1, k_axis = -1;
+  std::vector<int> m_axes, n_axes, k_axes;   // several M axes and K axes: a conv as an implicit GEMM
   std::vector<int> batch_axes;
   Shape full;
   int64_t batch = 1;
@@ -53,17 +61,34 @@ void need(bool c) {
   if (!c) throw NotCovered{};
 }
 
-Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const std::vector<int>& batch_axes, const Shape& full) {
+// the axes' (size, stride) in v, adjacent ones merged where the outer stride is the inner's extent
+Dims merged_dims(const View& v, const std::vector<int>& axes, const Shape& full) {
+  Dims d;
+  for (int ax : axes) {
+    if (!d.empty() && d.back().stride == full[ax] * v.strides[ax]) d.back() = {d.back().size * full[ax], v.strides[ax]};
+    else d.push_back({full[ax], v.strides[ax]});
+  }
+  return d;
+}
+
+Operand operand(const UOp& load, const View& v, const std::vector<int>& row_axes, const std::vector<int>& k_axes,
+                const std::vector<int>& batch_axes, const Shape& full) {
   const int64_t vec = 16 / load->dtype.itemsize();   // elements of one 16-byte copy
   Operand o;
   o.buf = load->src[0];
   o.off = v.offset;
-  o.s_row = v.strides[row_axis];
-  o.s_k = v.strides[k_axis];
+  o.rows = merged_dims(v, row_axes, full);
+  o.ks = merged_dims(v, k_axes, full);
+  o.s_row = o.rows.back().stride;
+  o.s_k = o.ks.back().stride;
   for (int ax : batch_axes) o.s_batch.push_back(v.strides[ax]);
-  const int64_t rows = full[row_axis], K = full[k_axis];
+  // the contiguous dim (K's innermost, else the rows') holds whole 16-byte chunks; every other stride is a
+  // multiple of a chunk, so each chunk of 8 consecutive k (or rows) is one aligned copy
   o.k_major = o.s_k == 1;
-  need(o.k_major ? (K % vec == 0 && o.s_row % vec == 0) : (o.s_row == 1 && rows % vec == 0 && o.s_k % vec == 0));
+  const Dims& inner = o.k_major ? o.ks : o.rows;
+  need(inner.back().stride == 1 && inner.back().size % vec == 0);
+  for (const Dims* ds : {&o.rows, &o.ks})
+    for (const Dim& d : *ds) need(&d == &inner.back() || d.stride % vec == 0);
   need(o.off % vec == 0 && o.off >= 0);
   // every index the copies form stays in int32 (the batch base is 64-bit)
   int64_t hi = o.off;
@@ -110,17 +135,21 @@ Plan plan(const Kernel& k) {
   p.full = v0.shape;
   need(v1.shape == p.full);
   for (int64_t a : ra.axes)
-    if (p.full[a] > 1) need(p.k_axis < 0), p.k_axis = static_cast<int>(a);
-  need(p.k_axis >= 0);
+    if (p.full[a] > 1) p.k_axes.push_back(static_cast<int>(a));
+  need(!p.k_axes.empty());
   for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
-    if (p.full[i] == 1 || i == p.k_axis) continue;
+    if (p.full[i] == 1 || std::find(p.k_axes.begin(), p.k_axes.end(), i) != p.k_axes.end()) continue;
     const bool in0 = v0.strides[i] != 0, in1 = v1.strides[i] != 0;
-    if (in0 && !in1) need(p.m_axis < 0), p.m_axis = i;
-    else if (!in0 && in1) need(p.n_axis < 0), p.n_axis = i;
+    if (in0 && !in1) p.m_axes.push_back(i);
+    else if (!in0 && in1) p.n_axes.push_back(i);
     else p.batch_axes.push_back(i);
   }
-  need(p.m_axis >= 0 && p.n_axis >= 0);
-  p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
+  need(!p.m_axes.empty() && !p.n_axes.empty());
+  p.M = p.N = p.K = 1;
+  for (int ax : p.m_axes) p.M *= p.full[ax];
+  for (int ax : p.n_axes) p.N *= p.full[ax];
+  for (int ax : p.k_axes) p.K *= p.full[ax];
+  need(p.M < (int64_t{1} << 31) && p.N < (int64_t{1} << 31) && p.K < (int64_t{1} << 31));
   for (int ax : p.batch_axes) p.batch *= p.full[ax];
   need(p.batch <= 65535);
   // SIMT only for GEMM shapes: a matrix-vector product (decode steps) keeps the heuristic's reduce kernel
@@ -129,8 +158,10 @@ Plan plan(const Kernel& k) {
   for (const UOp& u : p.store.toposort())
     if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
       need(st_of(u->src[1]).real_size() < (int64_t{1} << 31));
-  p.a = operand(mul->src[0], v0, p.m_axis, p.k_axis, p.batch_axes, p.full);
-  p.b = operand(mul->src[1], v1, p.n_axis, p.k_axis, p.batch_axes, p.full);
+  p.a = operand(mul->src[0], v0, p.m_axes, p.k_axes, p.batch_axes, p.full);
+  p.b = operand(mul->src[1], v1, p.n_axes, p.k_axes, p.batch_axes, p.full);
+  // the SIMT template addresses plain strided operands only
+  need(!p.simt || (p.a.linear() && p.b.linear()));
   return p;
 }
 
@@ -235,6 +266,19 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 std::string S(int64_t v) { return std::to_string(v); }
 
+// the element offset of flat index x (a C expression) in dims d: per dim its digit of x times its stride
+std::string addr(const Dims& d, const std::string& x) {
+  std::string s;
+  int64_t inner = 1;
+  for (size_t i = d.size(); i-- > 0;) {
+    std::string digit = inner == 1 ? x : "(" + x + ") / " + S(inner);
+    if (i > 0) digit = "(" + digit + ") % " + S(d[i].size);
+    if (d[i].stride != 0) s += (s.empty() ? "" : " + ") + (d[i].stride == 1 ? "(" + digit + ")" : "(" + digit + ") * " + S(d[i].stride));
+    inner *= d[i].size;
+  }
+  return s.empty() ? "0" : s;
+}
+
 // One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] with the 16-byte chunk index
 // XORed by (row/2)%4 (64-byte rows: 8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
 // [BK][rows] with the chunk XORed by k%8. ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
@@ -248,13 +292,13 @@ std::string tile_copy(const Operand& o, const std::string& name, const std::stri
     s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(bk) + " + ch * 8;\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
     s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
-         " + (ok ? gr * " + S(o.s_row) + " + gk : 0), ok ? 16 : 0);\n";
+         " + (ok ? " + addr(o.rows, "gr") + " + " + addr(o.ks, "gk") + " : 0), ok ? 16 : 0);\n";
   } else {
     const int cpr = rows / 8;
     s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(bk) + " + r, gr = " + row0 + " + ch * 8;\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
     s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
-         " + (ok ? gk * " + S(o.s_k) + " + gr : 0), ok ? 16 : 0);\n";
+         " + (ok ? " + addr(o.ks, "gk") + " + " + addr(o.rows, "gr") + " : 0), ok ? 16 : 0);\n";
   }
   return s + "    }\n";
 }
@@ -330,8 +374,17 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
     auto var = [&](const std::string& nm, int64_t n) {
       return UOp(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, n - 1)}, nm);
     };
-    if (i == p.m_axis) epi.idxs.push_back(var("em", p.M));
-    else if (i == p.n_axis) epi.idxs.push_back(var("en", p.N));
+    // an axis of M (N): its digit of the flat row index em (en), the last axis fastest
+    auto digit = [&](const std::vector<int>& axes, const UOp& flat) -> std::optional<UOp> {
+      auto at = std::find(axes.begin(), axes.end(), i);
+      if (at == axes.end()) return std::nullopt;
+      int64_t inner = 1;
+      for (auto it = at + 1; it != axes.end(); ++it) inner *= p.full[*it];
+      UOp d = inner == 1 ? flat : flat / inner;
+      return at == axes.begin() ? d : d % p.full[i];
+    };
+    if (auto dm = digit(p.m_axes, var("em", p.M))) epi.idxs.push_back(*dm);
+    else if (auto dn = digit(p.n_axes, var("en", p.N))) epi.idxs.push_back(*dn);
     else if (auto it = std::find(p.batch_axes.begin(), p.batch_axes.end(), i); it != p.batch_axes.end())
       epi.idxs.push_back(var("eb" + S(it - p.batch_axes.begin()), p.full[i]));
     else epi.idxs.push_back(UOp::const_(dtypes::int32, int64_t{0}));
@@ -594,6 +647,7 @@ struct TmaMap {
 };
 std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int box_rows) {
   const int64_t es = p.tc.dtype_in.itemsize();
+  if (!o.linear()) return std::nullopt;   // a conv's window view: the cp.async kernel gathers it
   std::vector<long long> dims, strides, box;
   if (o.k_major) dims = {p.K, rows}, strides = {o.s_row * es}, box = {kTmaBK, box_rows};
   else dims = {rows, p.K}, strides = {o.s_k * es}, box = {64, kTmaBK};
