@@ -558,6 +558,18 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
   EXPECT_THROW(template_program(template_cases()[0].ast, sm90r), Error);
 }
 
+// the TMA kernel's persistent grid is one block per SM of the device (the renderer's count from the CUDA device),
+// 132 when unknown, TC_SMS when set
+TEST(TCGemm, PersistentGridFollowsSMs) {
+  const UOp ast = last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half)));
+  CUDARenderer r("sm_90");
+  EXPECT_EQ(template_program(ast, r).global_size[0], 132);
+  r.sms = 114;   // an H100 PCIe
+  EXPECT_EQ(template_program(ast, r).global_size[0], 114);
+  Context ctx({{"TC_SMS", 20}});
+  EXPECT_EQ(template_program(ast, r).global_size[0], 20);
+}
+
 // conv2d fp16 (issue 12's benchmark shape): the channels-last conv's reduce is the template's implicit GEMM, gathered
 // by cp.async (no TMA: its rows are not one stride), mma.sync on sm_80 and wgmma on sm_90
 TEST(TCGemm, PTXConvImplicitGemm) {

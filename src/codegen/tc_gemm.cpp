@@ -769,11 +769,12 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
 }
 
 // TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid[,inflight]]" (sweeps); else by the number of tiles.
-std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
+std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
   // TC_WGMMA_CFG asks for the cp.async wgmma kernel (render_wgmma)
   if (getenv("TC_TMA", 1) == 0 || !getenv_str("TC_WGMMA_CFG").empty()) return std::nullopt;
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
-  const int sms = static_cast<int>(getenv("TC_SMS", 132));   // H100 SXM; any grid is correct (the loop strides)
+  // one block per SM (the device's count; 132, an H100 SXM's, when unknown); any grid is correct (the loop strides)
+  const int sms = static_cast<int>(getenv("TC_SMS", device_sms > 0 ? device_sms : 132));
   if (const std::string e = getenv_str("TC_TMA_CFG"); !e.empty()) {
     int v[5] = {0, 0, 0, 0, 0};
     const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
@@ -885,7 +886,7 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     }
     std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
     const bool s_is_b = p.b.k_major;   // wgmma: S (the descriptor operand) must be K-major, B when it is, else A
-    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b) : std::nullopt;
+    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
     std::optional<TmaMap> mr, ms;
     if (tc) {
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
