@@ -161,7 +161,7 @@ for l in sys.stdin:
     one CASES=conv2d_fp16_64x256x14 TC_WGMMA_CFG=$cfg
   done
   one CASES=conv2d_fp16_64x256x14 TC_WGMMA=0
-  for v in ${SIMT_VARS:-SIMT_BK=8 SIMT_BK=16}; do one CASES=gemm_fp32_4096 $v; done
+  for v in ${SIMT_VARS:-SIMT_BK=8 SIMT_BK=16 SIMT_WARP=1 SIMT_WARP=1,SIMT_BK=16}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
   # DEBUG=2 lines, then each kernel's source (from its #define prologue to the closing brace) and SASS instruction mix
   for c in conv2d_fp16_64x256x14 gemm_fp32_4096; do
     DEBUG=4 REPS=1 CASES=$c timeout 60 "./$BUILD/bench/bench_gemm" > "$OUT/${c}_debug4.log" 2>&1

@@ -879,7 +879,7 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; };
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0; };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -916,6 +916,8 @@ TEST(TCGemm, WarpEmulated) {
       {"SIMT fp32 batched", last_ast(mat({2, 64, 44}, dtypes::float32).matmul(mat({2, 44, 72}, dtypes::float32))), 0, 0},
       {"SIMT fp32 k tile 16, A^T, K=44", last_ast(mat({44, 72}, dtypes::float32).transpose().matmul(mat({44, 136}, dtypes::float32))), 0, 0,
        false, 16},
+      {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
+       false, 8, nullptr, 1},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
@@ -923,7 +925,7 @@ TEST(TCGemm, WarpEmulated) {
     SCOPED_TRACE(c.what);
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
-                                                   {"SIMT_BK", std::to_string(c.simt_bk)}});
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
@@ -1114,9 +1116,10 @@ TEST(TensorCoresGPU, TmaConfigs) {
 TEST(TensorCoresGPU, SimtFp32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(17);
-  for (const char* bk : {"8", "16"}) {
+  for (const char* bk : {"8", "16", "8w", "16w"}) {   // w: SIMT_WARP=1
     SCOPED_TRACE(std::string("SIMT_BK=") + bk);
-    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", bk}});
+    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", std::string(bk, 1 + (bk[1] == '6'))},
+                                                   {"SIMT_WARP", std::string(bk).back() == 'w' ? "1" : "0"}});
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
     check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);
