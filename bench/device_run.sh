@@ -154,14 +154,25 @@ if has gemmsweep; then
   one() {   # ENV...: one bench_gemm run, its cases' TFLOP/s and per-kernel ms
     echo "$*: $(env "$@" REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | python3 -c 'import sys, json
 for l in sys.stdin:
-  try: j = json.loads(l); print(j["bench"], j.get("tflops", j.get("error")), j.get("kernel_ms", ""), end="  ")
+  try: j = json.loads(l); print(j["bench"], j.get("tflops", j.get("ms", j.get("error"))), j.get("kernel_ms", ""), end="  ")
   except Exception: pass')"
   }
-  for cfg in ${CONV_CFGS:-2,128,3,2,0 2,256,2,1,0 1,128,4,2,1 2,128,3,2,1 1,256,2,1,0}; do
+  for cfg in ${CONV_CFGS-2,128,3,2,0 2,256,2,1,0 1,128,4,2,1 2,128,3,2,1 1,256,2,1,0}; do
     one CASES=conv2d_fp16_64x256x14 TC_WGMMA_CFG=$cfg
   done
-  one CASES=conv2d_fp16_64x256x14 TC_WGMMA=0
-  for v in ${SIMT_VARS:-SIMT_BK=8 SIMT_BK=16 SIMT_WARP=1 SIMT_WARP=1,SIMT_BK=16}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
+  [ -n "${CONV_CFGS-x}" ] && one CASES=conv2d_fp16_64x256x14 TC_WGMMA=0
+  for v in ${SIMT_VARS-SIMT_WARP=0,SIMT_BK=8 SIMT_BK=8 SIMT_MINB=1}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
+  # first call of a new GEMM: NVRTC's fast-compile levels (with the kernels' speed), and where the time goes
+  for v in ${OFC_VARS-mid max}; do one CASES=first_call,gemm_fp16_4096,gemm_fp16_1024 NVRTC_OFC=$v; done
+  PROFILE=1 PROFILEPATH="$OUT/first_call_trace.json" CASES=first_call "./$BUILD/bench/bench_gemm" > "$OUT/first_call_profile.log" 2>&1
+  python3 - "$OUT/first_call_trace.json" <<'PY'
+import json, sys, collections
+ev = json.load(open(sys.argv[1])).get("traceEvents", [])
+tot = collections.Counter()
+for e in ev:
+  if e.get("ph") == "X": tot[(e.get("cat") or "") + ":" + e.get("name", "")[:40]] += e.get("dur", 0) / 1e3
+print("first_call spans (ms):", {k: round(v, 1) for k, v in tot.most_common(8)})
+PY
   # DEBUG=2 lines, then each kernel's source (from its #define prologue to the closing brace) and SASS instruction mix
   for c in conv2d_fp16_64x256x14 gemm_fp32_4096; do
     DEBUG=4 REPS=1 CASES=$c timeout 60 "./$BUILD/bench/bench_gemm" > "$OUT/${c}_debug4.log" 2>&1

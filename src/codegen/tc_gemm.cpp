@@ -838,19 +838,21 @@ std::string simt_store(const Operand& o, const std::string& reg, const std::stri
   return s + "      }\n";
 }
 
-// SIMT_BK=8|16: the k tile (8 by default). SIMT_WARP=1: a warp's 32 threads take 4x8 of the 16x16 4x4 cells
-// (its float4 reads of a k row: 4 distinct A and 8 distinct B chunks, one shared-memory wavefront each) instead
-// of 2x16 (2 A, 16 B: two wavefronts per B read)
+// SIMT_BK=8|16: the k tile. SIMT_WARP=1: a warp's 32 threads take 4x8 of the 16x16 4x4 cells (its float4 reads
+// of a k row: 4 distinct A and 8 distinct B chunks, one shared-memory wavefront each); 0: 2x16 (2 A, 16 B: two
+// wavefronts per B read). H200, 4096^3 (bench/tc_notes.md): BK 8 / 2x16 38.1 TFLOP/s, BK 16 41.3, BK 8 / 4x8 38.2,
+// BK 16 / 4x8 43.1 (torch 50.0): the defaults. SIMT_MINB: blocks per SM the registers are capped for (2).
 std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
-  const int bk = static_cast<int>(getenv("SIMT_BK", 8));
+  const int bk = static_cast<int>(getenv("SIMT_BK", 16)), min_blocks = static_cast<int>(getenv("SIMT_MINB", 2));
   if (bk != 8 && bk != 16) throw Error("SIMT_BK=" + std::to_string(bk) + ": the fp32 GEMM template's k tile is 8 or 16");
   const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + bk - 1) / bk;
-  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
+  if (min_blocks < 1 || min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(min_blocks) + ": 1 to 3 blocks per SM");
+  Opening o = opening(p, r, fname, 256, min_blocks, tiles_m, tiles_n, 128, 128, "");
   std::string s = o.src;
   s += "  // SIMT fp32: block tile 128x128x" + S(bk) + ", 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
        " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
   s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][128];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][128];\n";
-  if (getenv("SIMT_WARP", 0) == 1) s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
+  if (getenv("SIMT_WARP", 1) == 1) s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
   else s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
   s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
   s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
