@@ -162,8 +162,7 @@ for l in sys.stdin:
   done
   [ -n "${CONV_CFGS-x}" ] && one CASES=conv2d_fp16_64x256x14 TC_WGMMA=0
   for v in ${SIMT_VARS-SIMT_WARP=0,SIMT_BK=8 SIMT_BK=8 SIMT_MINB=1}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
-  # first call of a new GEMM: NVRTC's fast-compile levels (with the kernels' speed), and where the time goes
-  for v in ${OFC_VARS-mid max}; do one CASES=first_call,gemm_fp16_4096,gemm_fp16_1024 NVRTC_OFC=$v; done
+  # first call of a new GEMM: where the time goes
   PROFILE=1 PROFILEPATH="$OUT/first_call_trace.json" CASES=first_call "./$BUILD/bench/bench_gemm" > "$OUT/first_call_profile.log" 2>&1
   python3 - "$OUT/first_call_trace.json" <<'PY'
 import json, sys, collections

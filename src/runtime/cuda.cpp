@@ -205,12 +205,9 @@ class CUDACompiler : public Compiler {
     if (!api().nvrtc_dir.empty()) opts_.push_back("-I" + api().nvrtc_dir + "/../include");
     for (const char* d : {"/usr/local/cuda/include", "/usr/include", "/opt/cuda/include"}) opts_.push_back(std::string("-I") + d);
     if (major_ * 100 + minor_ >= 1204) opts_.push_back("--minimal");   // faster compiles of small kernels
-    // NVRTC_OFC=min|mid|max: NVRTC's --Ofast-compile (12.8+), less optimization for a shorter first call
-    if (ofc_ = getenv_str("NVRTC_OFC"); !ofc_.empty() && major_ * 100 + minor_ >= 1208) opts_.push_back("--Ofast-compile=" + ofc_);
-    else ofc_.clear();
   }
   std::string cachekey() const override {
-    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin" + (ofc_.empty() ? "" : " ofc=" + ofc_);
+    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin";
   }
   std::string compile(const std::string& src) override {
     const CudaApi& a = api();
@@ -240,7 +237,6 @@ class CUDACompiler : public Compiler {
   }
 
  private:
-  std::string ofc_;
   std::string arch_;
   int major_ = 0, minor_ = 0;
   std::vector<std::string> opts_;
