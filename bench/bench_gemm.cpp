@@ -1,4 +1,4 @@
-// GEMM and conv2d on the GPU (JSON lines): tinygrad.cpp's kernels for the cases of issue 12, timed
+// GEMM and conv2d on the GPU (JSON lines): tinygrad.cpp's kernels for the cases of issue 12 (all kernels of the output from realized inputs: the conv's channels-last copies too), timed
 // with device events (median of REPS runs after a warm-up), plus the first-call time of a new GEMM
 // (schedule + codegen + NVRTC + load, with the disk cache off). bench/gemm_vs_torch.sh runs torch on
 // the same cases in the same call and prints ratios. CASES=gemm_fp16_4096,... picks cases; REPS (default 20).
@@ -35,15 +35,16 @@ bool wanted(const std::string& name) {
   return false;
 }
 
-// the one kernel that computes t (its last KERNEL item), lowered: opts, name and a runner
-ExecItem lower_last_kernel(const Tensor& t, std::vector<ScheduleItem>& rest) {
-  std::vector<ScheduleItem> sched = t.schedule();
-  size_t last = sched.size();
-  for (size_t i = 0; i < sched.size(); i++)
-    if (sched[i].kind == MetaOps::KERNEL) last = i;
-  if (last == sched.size()) throw Error("bench_gemm: no kernel scheduled");
-  for (size_t i = 0; i < last; i++) rest.push_back(sched[i]);
-  return lower_schedule_item(sched[last]);
+// every kernel that computes t from its realized inputs, lowered: the GEMM, and for the conv its channels-last
+// copies of the input and the weight (tensor/conv.cpp) too, all timed: torch's conv includes its own relayouts
+std::vector<ExecItem> lower_kernels(const Tensor& t) {
+  std::vector<ExecItem> out;
+  for (const ScheduleItem& si : t.schedule()) {
+    if (si.kind != MetaOps::KERNEL) throw Error("bench_gemm: a non-kernel item in the timed schedule");
+    out.push_back(lower_schedule_item(si));
+  }
+  if (out.empty()) throw Error("bench_gemm: no kernel scheduled");
+  return out;
 }
 
 // random values in [-1, 1) made on the host and copied over (cheap at 4096^2; no zeros: they can time faster)
@@ -71,21 +72,31 @@ void run_case(const Case& c, int reps) {
     out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {1});
     flops = 2.0 * c.m * c.n * 14 * 14 * c.k * 9;
   }
-  std::vector<ScheduleItem> before;
-  ExecItem ei = lower_last_kernel(*out, before);
-  run_schedule(before);   // any input kernels (conv's padding view is fused; a cast may not be)
-  auto* cr = dynamic_cast<CompiledRunner*>(ei.prg.get());
+  std::vector<ExecItem> eis = lower_kernels(*out);
+  // per rep the kernels' device times add up; the median of the sums, and each kernel's median
   std::vector<double> ts;
-  ei.run({}, true);   // warm-up
-  for (int i = 0; i < reps; i++) ts.push_back(*ei.run({}, true, false, false));
+  std::vector<std::vector<double>> parts(eis.size());
+  for (ExecItem& ei : eis) ei.run({}, true);   // warm-up
+  for (int i = 0; i < reps; i++) {
+    double sum = 0;
+    for (size_t j = 0; j < eis.size(); j++) {
+      const double t = *eis[j].run({}, true, false, false);
+      parts[j].push_back(t), sum += t;
+    }
+    ts.push_back(sum);
+  }
   std::sort(ts.begin(), ts.end());
   const double med = ts[ts.size() / 2];
-  std::string opts;
-  if (cr) opts = cr->p.name;
+  std::string opts, part_ms;
+  if (auto* cr = dynamic_cast<CompiledRunner*>(eis.back().prg.get())) opts = cr->p.name;
+  for (auto& p : parts) {
+    std::sort(p.begin(), p.end());
+    part_ms += (part_ms.empty() ? "" : ",") + std::to_string(p[p.size() / 2] * 1e3);
+  }
   std::printf("{\"bench\":\"%s\",\"impl\":\"tinygrad.cpp\",\"kind\":\"%s\",\"dtype\":\"%s\",\"m\":%lld,\"k\":%lld,\"n\":%lld,"
-              "\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.2f,\"kernel\":\"%s\"}\n",
+              "\"median_ms\":%.4f,\"min_ms\":%.4f,\"tflops\":%.2f,\"kernels\":%zu,\"kernel_ms\":[%s],\"kernel\":\"%s\"}\n",
               c.name.c_str(), c.kind.c_str(), c.dt.name().c_str(), (long long)c.m, (long long)c.k, (long long)c.n, med * 1e3,
-              ts[0] * 1e3, flops / med / 1e12, to_function_name(opts).c_str());
+              ts[0] * 1e3, flops / med / 1e12, eis.size(), part_ms.c_str(), to_function_name(opts).c_str());
   std::fflush(stdout);
 }
 

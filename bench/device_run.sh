@@ -9,6 +9,7 @@
 #   gemm         bench_gemm against bench/bench_gemm_torch.py (bench/gemm_vs_torch.sh)
 #   tcsweep      test_tensor_cores with a fresh cache, TC_TMA=0, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs
 #                (TMA_CFGS, WG_CFGS, MMA_CFGS), the 4096^3 kernel's source and SASS mix
+#   gemmsweep    conv2d fp16 (implicit GEMM) over CONV_CFGS, fp32 over SIMT_VARS; DEBUG=2 lines and SASS mixes of both
 #   gpt2         test_gpt2 on CUDA, bench_gpt2 fp16 and fp32 against bench/torch_gpt2_decode.py, a DEBUG=2 step
 #   jit          bench_jit replays (and the decode step)
 #   train        bench_train on the machine's CPU: THREADS=2 against all cores (issue 13's scaling)
@@ -72,7 +73,7 @@ TARGETS=""
 has tests && TARGETS="$TARGETS $TESTS"
 has conformance && TARGETS="$TARGETS conformance"
 has reduce && TARGETS="$TARGETS bench_gpu_reduce"
-{ has gemm || has tcsweep; } && TARGETS="$TARGETS bench_gemm"
+{ has gemm || has tcsweep || has gemmsweep; } && TARGETS="$TARGETS bench_gemm"
 has tcsweep && TARGETS="$TARGETS test_tensor_cores"
 has gpt2 && TARGETS="$TARGETS gpt2 bench_gpt2 test_gpt2"
 has jit && TARGETS="$TARGETS bench_jit"
@@ -146,6 +147,45 @@ for l in sys.stdin:
       sort -rn | head -16 | tr '\n' ' ')"
   fi
   echo "tcsweep $(el)"
+fi
+
+if has gemmsweep; then
+  echo "== conv2d fp16 and fp32 GEMM variants (TFLOP/s, kernel ms)"
+  one() {   # ENV...: one bench_gemm run, its cases' TFLOP/s and per-kernel ms
+    echo "$*: $(env "$@" REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | python3 -c 'import sys, json
+for l in sys.stdin:
+  try: j = json.loads(l); print(j["bench"], j.get("tflops", j.get("ms", j.get("error"))), j.get("kernel_ms", ""), end="  ")
+  except Exception: pass')"
+  }
+  for cfg in ${CONV_CFGS-2,128,3,2,0 2,256,2,1,0 1,128,4,2,1 2,128,3,2,1 1,256,2,1,0}; do
+    one CASES=conv2d_fp16_64x256x14 TC_WGMMA_CFG=$cfg
+  done
+  [ -n "${CONV_CFGS-x}" ] && one CASES=conv2d_fp16_64x256x14 TC_WGMMA=0
+  for v in ${SIMT_VARS-SIMT_WARP=0,SIMT_BK=8 SIMT_BK=8 SIMT_MINB=1}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
+  # first call of a new GEMM: where the time goes
+  PROFILE=1 PROFILEPATH="$OUT/first_call_trace.json" CASES=first_call "./$BUILD/bench/bench_gemm" > "$OUT/first_call_profile.log" 2>&1
+  python3 - "$OUT/first_call_trace.json" <<'PY'
+import json, sys, collections
+ev = json.load(open(sys.argv[1])).get("traceEvents", [])
+tot = collections.Counter()
+for e in ev:
+  if e.get("ph") == "X": tot[(e.get("cat") or "") + ":" + e.get("name", "")[:40]] += e.get("dur", 0) / 1e3
+print("first_call spans (ms):", {k: round(v, 1) for k, v in tot.most_common(8)})
+PY
+  # DEBUG=2 lines, then each kernel's source (from its #define prologue to the closing brace) and SASS instruction mix
+  for c in conv2d_fp16_64x256x14 gemm_fp32_4096; do
+    DEBUG=4 REPS=1 CASES=$c timeout 60 "./$BUILD/bench/bench_gemm" > "$OUT/${c}_debug4.log" 2>&1
+    grep -a '\*\*\*' "$OUT/${c}_debug4.log" | tail -3 | cut -c1-220
+    awk '/^#define INFINITY/{buf=""; keep=1} keep{buf=buf $0 "\n"} keep && /^extern "C"/{f=1} keep && f && /^}$/{src=buf; keep=0; f=0}
+         END{printf "%s", src}' "$OUT/${c}_debug4.log" > "$OUT/$c.cu"
+    if [ -s "$OUT/$c.cu" ] && nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -o "$OUT/$c.cubin" "$OUT/$c.cu" > "$OUT/${c}_nvcc.log" 2>&1; then
+      grep -hE "registers|spill" "$OUT/${c}_nvcc.log" | head -3
+      cuobjdump -sass "$OUT/$c.cubin" > "$OUT/$c.sass" 2>&1
+      echo "$c sass: $(grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[A-Z][A-Z0-9.]*' "$OUT/$c.sass" | awk '{print $2}' | sort | uniq -c |
+        sort -rn | head -18 | tr '\n' ' ')"
+    fi
+  done
+  echo "gemmsweep $(el)"
 fi
 
 if has gpt2; then

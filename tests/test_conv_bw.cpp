@@ -180,3 +180,27 @@ TEST(ConvBackward, StridedInputGradientSkipsTheZeros) {
   EXPECT_LE(macs, forward * 3 / 2) << "multiply-adds " << macs << " vs the forward's " << forward;
   EXPECT_GE(macs, forward);
 }
+
+// The channels-last conv (CONV_NHWC=2 takes it on the CPU; by default only CUDA fp16/bf16 convs with cin % 8 == 0
+// do): the same output and gradients as the channels-first one, for every groups-1 case. Its input gradient is
+// itself a channels-last conv (conv_pooled), so the backward runs the new forward twice more.
+TEST(ConvBackward, ChannelsLastMatches) {
+  for (const Conv& c : kCases) {
+    if (c.groups != 1) continue;
+    SCOPED_TRACE(c.name);
+    std::vector<std::vector<float>> nhwc, nchw;
+    {
+      Context ctx({{"CONV_NHWC", 2}});
+      nhwc = grads(c);
+    }
+    {
+      Context ctx({{"CONV_NHWC", 0}});
+      nchw = grads(c);
+    }
+    ASSERT_EQ(nhwc.size(), nchw.size());
+    for (size_t i = 0; i < nhwc.size(); i++) {
+      SCOPED_TRACE(i == 0 ? "output" : i == 1 ? "grad input" : i == 2 ? "grad weight" : "grad bias");
+      expect_close(nhwc[i], nchw[i], 1e-4f);
+    }
+  }
+}

@@ -50,6 +50,16 @@ UOp gemm_ast(int64_t m, int64_t k, int64_t n, DType din, DType acc, DType dout) 
   return UOp(Ops::SINK, dtypes::void_, {st});
 }
 
+// the last kernel of a channels-last conv2d (tensor/conv.cpp; CONV_NHWC=2 takes it on the CPU too): the implicit GEMM
+// out[n, co, y, x] = sum_{ky, kx, ci} xl[n, y*s + ky, x*s + kx, ci] * wl[co, ky, kx, ci], optionally + bias, relu
+UOp conv_ast(const Shape& x, const Shape& w, int64_t stride, int64_t pad, bool bias_relu) {
+  Context ctx({{"CONV_NHWC", 2}});
+  std::optional<Tensor> bias;
+  if (bias_relu) bias = mat({w[0]}, dtypes::half);
+  Tensor out = mat(x, dtypes::half).conv2d(mat(w, dtypes::half), bias, 1, {stride}, {1}, {pad});
+  return last_ast(bias_relu ? out.relu() : out);
+}
+
 // NVRTC straight from the toolkit: PTX needs no GPU and no driver
 struct Nvrtc {
   using Prog = void*;
@@ -548,6 +558,42 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
   EXPECT_THROW(template_program(template_cases()[0].ast, sm90r), Error);
 }
 
+// the TMA kernel's persistent grid is one block per SM of the device (the renderer's count from the CUDA device),
+// 132 when unknown, TC_SMS when set
+TEST(TCGemm, PersistentGridFollowsSMs) {
+  const UOp ast = last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half)));
+  CUDARenderer r("sm_90");
+  EXPECT_EQ(template_program(ast, r).global_size[0], 132);
+  r.sms = 114;   // an H100 PCIe
+  EXPECT_EQ(template_program(ast, r).global_size[0], 114);
+  Context ctx({{"TC_SMS", 20}});
+  EXPECT_EQ(template_program(ast, r).global_size[0], 20);
+}
+
+// conv2d fp16 (issue 12's benchmark shape): the channels-last conv's reduce is the template's implicit GEMM, gathered
+// by cp.async (no TMA: its rows are not one stride), mma.sync on sm_80 and wgmma on sm_90
+TEST(TCGemm, PTXConvImplicitGemm) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  const UOp ast = conv_ast({64, 256, 14, 14}, {256, 256, 3, 3}, 1, 1, false);
+  static const CUDARenderer sm90r("sm_90");
+  for (const Renderer* r : {static_cast<const Renderer*>(&sm80()), static_cast<const Renderer*>(&sm90r)}) {
+    const bool sm90 = r == &sm90r;
+    const RenderedProgram p = template_program(ast, *r);
+    ASSERT_TRUE(is_template(p)) << p.src;
+    EXPECT_NE(p.src.find("M=12544 N=256 K=2304"), std::string::npos) << p.src;
+    const std::string ptx = nvrtc().to_ptx(p.src, sm90 ? "sm_90a" : "sm_80");
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << ptx << "\n" << p.src;
+    EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u);
+    EXPECT_EQ(count(ptx, "cp.async.bulk.tensor"), 0u);
+    EXPECT_GE(count(ptx, sm90 ? "wgmma.mma_async.sync.aligned.m64n" : "mma.sync.aligned.m16n8k16"), 2u);
+    EXPECT_EQ(count(ptx, "ld.global.u16"), 0u);
+  }
+  // CONV_NHWC=0 keeps the channels-first conv: its window view has masks (padding), not the template's
+  Context off({{"CONV_NHWC", 0}});
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({64, 256, 14, 14}, dtypes::half).conv2d(mat({256, 256, 3, 3}, dtypes::half),
+                                                                                                std::nullopt, 1, {1}, {1}, {1})))));
+}
+
 // fp32 without tensor cores: the SIMT template's main loop is 16-byte global loads, 16-byte shared-memory reads and
 // 8x8 FMAs per k per thread (no scalar global loads; the old heuristic kernel had no shared memory)
 TEST(TCGemm, PTXSimtFp32) {
@@ -833,7 +879,7 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; };
+  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0; };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -857,6 +903,11 @@ TEST(TCGemm, WarpEmulated) {
        8, "1,64,2,1"},
       {"TMA batched, wgmma in flight", last_ast(mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half))), 2, 0, true, 8,
        "2,64,2,1,1"},
+      // a conv as an implicit GEMM: rows (n, y, x) and k (ky, kx*cin) gathered from the channels-last copies
+      {"conv 3x3 pad 1, 64-tile", conv_ast({2, 16, 6, 6}, {64, 16, 3, 3}, 1, 1, false), 2, 64},
+      {"conv stride 2 + bias + relu, 128-tile", conv_ast({3, 24, 9, 9}, {40, 24, 3, 3}, 2, 1, true), 2, 128},
+      {"conv wgmma 3x3 pad 1", conv_ast({2, 16, 6, 6}, {64, 16, 3, 3}, 1, 1, false), 2, 0, true},
+      {"conv wgmma stride 2 + bias + relu", conv_ast({3, 24, 9, 9}, {40, 24, 3, 3}, 2, 1, true), 2, 0, true},
       // no tensor core: fp32 takes the SIMT template (K-major and M/N-major operands, edges, batch, epilogue)
       {"SIMT fp32 136x200x72", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0},
       {"SIMT fp32 A^T B^T + bias + relu",
@@ -865,6 +916,8 @@ TEST(TCGemm, WarpEmulated) {
       {"SIMT fp32 batched", last_ast(mat({2, 64, 44}, dtypes::float32).matmul(mat({2, 44, 72}, dtypes::float32))), 0, 0},
       {"SIMT fp32 k tile 16, A^T, K=44", last_ast(mat({44, 72}, dtypes::float32).transpose().matmul(mat({44, 136}, dtypes::float32))), 0, 0,
        false, 16},
+      {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
+       false, 8, nullptr, 1},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
@@ -872,7 +925,7 @@ TEST(TCGemm, WarpEmulated) {
     SCOPED_TRACE(c.what);
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
-                                                   {"SIMT_BK", std::to_string(c.simt_bk)}});
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
@@ -1063,9 +1116,10 @@ TEST(TensorCoresGPU, TmaConfigs) {
 TEST(TensorCoresGPU, SimtFp32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(17);
-  for (const char* bk : {"8", "16"}) {
+  for (const char* bk : {"8", "16", "8w", "16w"}) {   // w: SIMT_WARP=1
     SCOPED_TRACE(std::string("SIMT_BK=") + bk);
-    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", bk}});
+    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", std::string(bk, 1 + (bk[1] == '6'))},
+                                                   {"SIMT_WARP", std::string(bk).back() == 'w' ? "1" : "0"}});
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
     check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);
@@ -1081,4 +1135,39 @@ TEST(TensorCoresGPU, Conv2dHalf) {
   std::vector<float> ref = to_floats(x.cast(dtypes::float32).conv2d(w.cast(dtypes::float32), std::nullopt, 1, {1}, {1}, {1}));
   std::vector<float> out = to_floats(x.to("CUDA").conv2d(w.to("CUDA"), std::nullopt, 1, {1}, {1}, {1}));
   EXPECT_LT(rel_err(out, ref), 5e-3);
+}
+
+// the channels-last implicit GEMM on the GPU (fp16 in, fp32 accumulate) against fp32 on the CPU: the benchmark's
+// channel count, a strided conv with bias + relu fused, bf16, and the fp16 backward (its input gradient is again a
+// channels-last conv; the weight gradient the reduce over (n, y, x))
+TEST(TensorCoresGPU, Conv2dImplicitGemm) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  Tensor::manual_seed(18);
+  struct C { Shape x, w; int64_t stride, pad; bool bias; DType dt; double tol; };
+  for (const C& c : std::vector<C>{{{8, 256, 14, 14}, {256, 256, 3, 3}, 1, 1, false, dtypes::half, 5e-3},
+                                   {{5, 64, 17, 13}, {96, 64, 3, 3}, 2, 1, true, dtypes::half, 5e-3},
+                                   {{4, 32, 10, 10}, {48, 32, 1, 1}, 1, 0, false, dtypes::bfloat16, 2e-2}}) {
+    SCOPED_TRACE(to_str(c.x) + " * " + to_str(c.w));
+    Tensor x = Tensor::randn(c.x, {.device = "CPU"}).cast(c.dt).realize(), w = (Tensor::randn(c.w, {.device = "CPU"}) * 0.1).cast(c.dt).realize();
+    Tensor b = Tensor::randn({c.w[0]}, {.device = "CPU"}).cast(c.dt).realize();
+    auto f = [&](const Tensor& xx, const Tensor& ww, const Tensor& bb) {
+      Tensor o = xx.conv2d(ww, c.bias ? std::optional<Tensor>(bb) : std::nullopt, 1, {c.stride}, {1}, {c.pad});
+      return c.bias ? o.relu() : o;
+    };
+    std::vector<float> ref = to_floats(f(x.cast(dtypes::float32), w.cast(dtypes::float32), b.cast(dtypes::float32)));
+    EXPECT_LT(rel_err(to_floats(f(x.to("CUDA"), w.to("CUDA"), b.to("CUDA"))), ref), c.tol);
+  }
+  // backward, fp16 on the GPU against fp32 on the CPU
+  Tensor x = Tensor::randn({4, 64, 12, 12}, {.device = "CPU"}).cast(dtypes::half).realize();
+  Tensor w = (Tensor::randn({32, 64, 3, 3}, {.device = "CPU"}) * 0.1).cast(dtypes::half).realize();
+  Tensor r = Tensor::randn({4, 32, 12, 12}, {.device = "CPU"}).realize();
+  auto grads = [&](const Tensor& xx, const Tensor& ww, const Tensor& rr) {
+    Tensor xg = xx.detach().requires_grad_(), wg = ww.detach().requires_grad_();
+    (xg.conv2d(wg, std::nullopt, 1, {1}, {1}, {1}).cast(dtypes::float32) * rr).sum().backward();
+    return std::pair{to_floats(*xg.grad()), to_floats(*wg.grad())};
+  };
+  auto [rx, rw] = grads(x.cast(dtypes::float32), w.cast(dtypes::float32), r);
+  auto [gx, gw] = grads(x.to("CUDA"), w.to("CUDA"), r.to("CUDA"));
+  EXPECT_LT(rel_err(gx, rx), 1e-2);
+  EXPECT_LT(rel_err(gw, rw), 1e-2);
 }

@@ -23,17 +23,25 @@ namespace {
 
 struct NotCovered {};   // the template doesn't apply: the caller falls back to the WMMA path
 
+// An index of the GEMM (a row of M or N, or k) as an operand addresses it: dims outermost first, each (size,
+// stride), adjacent axes merged where the operand's strides allow. One dim for a plain GEMM; a conv's window view
+// (codegen of an implicit GEMM) has several: rows (batch, y, x), k (ky, kx*cin).
+struct Dim { int64_t size, stride; };
+using Dims = std::vector<Dim>;
+
 struct Operand {
   UOp buf;                          // DEFINE_GLOBAL
-  int64_t off = 0, s_row = 0, s_k = 0;   // element offset, stride along its M (or N) axis and along K
+  int64_t off = 0, s_row = 0, s_k = 0;   // element offset; stride along its rows and along K when each is one dim
+  Dims rows, ks;                    // the row index (M for a, N for b) and k as addresses
   std::vector<int64_t> s_batch;     // per batch axis
   bool k_major = false;             // K is the contiguous axis (else M/N is)
+  bool linear() const { return rows.size() == 1 && ks.size() == 1; }
 };
 
 struct Plan {
   Operand a, b;                     // a varies along M, b along N
   int64_t M = 0, N = 0, K = 0;
-  int m_axis = -1, n_axis = -1, k_axis = -1;
+  std::vector<int> m_axes, n_axes, k_axes;   // several M axes and K axes: a conv as an implicit GEMM
   std::vector<int> batch_axes;
   Shape full;
   int64_t batch = 1;
@@ -53,17 +61,34 @@ void need(bool c) {
   if (!c) throw NotCovered{};
 }
 
-Operand operand(const UOp& load, const View& v, int row_axis, int k_axis, const std::vector<int>& batch_axes, const Shape& full) {
+// the axes' (size, stride) in v, adjacent ones merged where the outer stride is the inner's extent
+Dims merged_dims(const View& v, const std::vector<int>& axes, const Shape& full) {
+  Dims d;
+  for (int ax : axes) {
+    if (!d.empty() && d.back().stride == full[ax] * v.strides[ax]) d.back() = {d.back().size * full[ax], v.strides[ax]};
+    else d.push_back({full[ax], v.strides[ax]});
+  }
+  return d;
+}
+
+Operand operand(const UOp& load, const View& v, const std::vector<int>& row_axes, const std::vector<int>& k_axes,
+                const std::vector<int>& batch_axes, const Shape& full) {
   const int64_t vec = 16 / load->dtype.itemsize();   // elements of one 16-byte copy
   Operand o;
   o.buf = load->src[0];
   o.off = v.offset;
-  o.s_row = v.strides[row_axis];
-  o.s_k = v.strides[k_axis];
+  o.rows = merged_dims(v, row_axes, full);
+  o.ks = merged_dims(v, k_axes, full);
+  o.s_row = o.rows.back().stride;
+  o.s_k = o.ks.back().stride;
   for (int ax : batch_axes) o.s_batch.push_back(v.strides[ax]);
-  const int64_t rows = full[row_axis], K = full[k_axis];
+  // the contiguous dim (K's innermost, else the rows') holds whole 16-byte chunks; every other stride is a
+  // multiple of a chunk, so each chunk of 8 consecutive k (or rows) is one aligned copy
   o.k_major = o.s_k == 1;
-  need(o.k_major ? (K % vec == 0 && o.s_row % vec == 0) : (o.s_row == 1 && rows % vec == 0 && o.s_k % vec == 0));
+  const Dims& inner = o.k_major ? o.ks : o.rows;
+  need(inner.back().stride == 1 && inner.back().size % vec == 0);
+  for (const Dims* ds : {&o.rows, &o.ks})
+    for (const Dim& d : *ds) need(&d == &inner.back() || d.stride % vec == 0);
   need(o.off % vec == 0 && o.off >= 0);
   // every index the copies form stays in int32 (the batch base is 64-bit)
   int64_t hi = o.off;
@@ -110,17 +135,21 @@ Plan plan(const Kernel& k) {
   p.full = v0.shape;
   need(v1.shape == p.full);
   for (int64_t a : ra.axes)
-    if (p.full[a] > 1) need(p.k_axis < 0), p.k_axis = static_cast<int>(a);
-  need(p.k_axis >= 0);
+    if (p.full[a] > 1) p.k_axes.push_back(static_cast<int>(a));
+  need(!p.k_axes.empty());
   for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
-    if (p.full[i] == 1 || i == p.k_axis) continue;
+    if (p.full[i] == 1 || std::find(p.k_axes.begin(), p.k_axes.end(), i) != p.k_axes.end()) continue;
     const bool in0 = v0.strides[i] != 0, in1 = v1.strides[i] != 0;
-    if (in0 && !in1) need(p.m_axis < 0), p.m_axis = i;
-    else if (!in0 && in1) need(p.n_axis < 0), p.n_axis = i;
+    if (in0 && !in1) p.m_axes.push_back(i);
+    else if (!in0 && in1) p.n_axes.push_back(i);
     else p.batch_axes.push_back(i);
   }
-  need(p.m_axis >= 0 && p.n_axis >= 0);
-  p.M = p.full[p.m_axis], p.N = p.full[p.n_axis], p.K = p.full[p.k_axis];
+  need(!p.m_axes.empty() && !p.n_axes.empty());
+  p.M = p.N = p.K = 1;
+  for (int ax : p.m_axes) p.M *= p.full[ax];
+  for (int ax : p.n_axes) p.N *= p.full[ax];
+  for (int ax : p.k_axes) p.K *= p.full[ax];
+  need(p.M < (int64_t{1} << 31) && p.N < (int64_t{1} << 31) && p.K < (int64_t{1} << 31));
   for (int ax : p.batch_axes) p.batch *= p.full[ax];
   need(p.batch <= 65535);
   // SIMT only for GEMM shapes: a matrix-vector product (decode steps) keeps the heuristic's reduce kernel
@@ -129,8 +158,10 @@ Plan plan(const Kernel& k) {
   for (const UOp& u : p.store.toposort())
     if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
       need(st_of(u->src[1]).real_size() < (int64_t{1} << 31));
-  p.a = operand(mul->src[0], v0, p.m_axis, p.k_axis, p.batch_axes, p.full);
-  p.b = operand(mul->src[1], v1, p.n_axis, p.k_axis, p.batch_axes, p.full);
+  p.a = operand(mul->src[0], v0, p.m_axes, p.k_axes, p.batch_axes, p.full);
+  p.b = operand(mul->src[1], v1, p.n_axes, p.k_axes, p.batch_axes, p.full);
+  // the SIMT template addresses plain strided operands only
+  need(!p.simt || (p.a.linear() && p.b.linear()));
   return p;
 }
 
@@ -231,6 +262,28 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 std::string S(int64_t v) { return std::to_string(v); }
 
+// the epilogue's guard for an output element (em, en) of a tile_m x tile_n block tile: only the dims the tiles
+// don't divide need one (the unrolled epilogue's compares were a third of NVRTC's time for a 1536^3 GEMM)
+std::string in_bounds(const Plan& p, int64_t tile_m, int64_t tile_n) {
+  std::string c;
+  if (p.M % tile_m != 0) c = "em < " + S(p.M);
+  if (p.N % tile_n != 0) c += (c.empty() ? "" : " && ") + std::string("en < ") + S(p.N);
+  return c.empty() ? "{" : "if (" + c + ") {";
+}
+
+// the element offset of flat index x (a C expression) in dims d: per dim its digit of x times its stride
+std::string addr(const Dims& d, const std::string& x) {
+  std::string s;
+  int64_t inner = 1;
+  for (size_t i = d.size(); i-- > 0;) {
+    std::string digit = inner == 1 ? x : "(" + x + ") / " + S(inner);
+    if (i > 0) digit = "(" + digit + ") % " + S(d[i].size);
+    if (d[i].stride != 0) s += (s.empty() ? "" : " + ") + (d[i].stride == 1 ? "(" + digit + ")" : "(" + digit + ") * " + S(d[i].stride));
+    inner *= d[i].size;
+  }
+  return s.empty() ? "0" : s;
+}
+
 // One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] with the 16-byte chunk index
 // XORed by (row/2)%4 (64-byte rows: 8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
 // [BK][rows] with the chunk XORed by k%8. ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
@@ -244,13 +297,13 @@ std::string tile_copy(const Operand& o, const std::string& name, const std::stri
     s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(bk) + " + ch * 8;\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
     s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
-         " + (ok ? gr * " + S(o.s_row) + " + gk : 0), ok ? 16 : 0);\n";
+         " + (ok ? " + addr(o.rows, "gr") + " + " + addr(o.ks, "gk") + " : 0), ok ? 16 : 0);\n";
   } else {
     const int cpr = rows / 8;
     s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(bk) + " + r, gr = " + row0 + " + ch * 8;\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
     s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
-         " + (ok ? gk * " + S(o.s_k) + " + gr : 0), ok ? 16 : 0);\n";
+         " + (ok ? " + addr(o.ks, "gk") + " + " + addr(o.rows, "gr") + " : 0), ok ? 16 : 0);\n";
   }
   return s + "    }\n";
 }
@@ -326,8 +379,17 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
     auto var = [&](const std::string& nm, int64_t n) {
       return UOp(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, n - 1)}, nm);
     };
-    if (i == p.m_axis) epi.idxs.push_back(var("em", p.M));
-    else if (i == p.n_axis) epi.idxs.push_back(var("en", p.N));
+    // an axis of M (N): its digit of the flat row index em (en), the last axis fastest
+    auto digit = [&](const std::vector<int>& axes, const UOp& flat) -> std::optional<UOp> {
+      auto at = std::find(axes.begin(), axes.end(), i);
+      if (at == axes.end()) return std::nullopt;
+      int64_t inner = 1;
+      for (auto it = at + 1; it != axes.end(); ++it) inner *= p.full[*it];
+      UOp d = inner == 1 ? flat : flat / inner;
+      return at == axes.begin() ? d : d % p.full[i];
+    };
+    if (auto dm = digit(p.m_axes, var("em", p.M))) epi.idxs.push_back(*dm);
+    else if (auto dn = digit(p.n_axes, var("en", p.N))) epi.idxs.push_back(*dn);
     else if (auto it = std::find(p.batch_axes.begin(), p.batch_axes.end(), i); it != p.batch_axes.end())
       epi.idxs.push_back(var("eb" + S(it - p.batch_axes.begin()), p.full[i]));
     else epi.idxs.push_back(UOp::const_(dtypes::int32, int64_t{0}));
@@ -410,7 +472,7 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
   s += "#pragma unroll\n  for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n  for (int ni = 0; ni < " + S(ni_n) +
        "; ni++)\n#pragma unroll\n  for (int i = 0; i < 4; i++) {\n";
   s += "    const int em = m0 + wm0 + mi * 16 + (lane >> 2) + ((i >> 1) << 3), en = n0 + wn0 + ni * 8 + ((lane & 3) << 1) + (i & 1);\n";
-  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[mi][ni][i];\n      " + o.store + "\n    }\n  }\n}\n";
+  s += "    " + in_bounds(p, c.bm, c.bn) + "\n      const float acc = c[mi][ni][i];\n      " + o.store + "\n    }\n  }\n}\n";
   return s;
 }
 
@@ -491,7 +553,7 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   s += "#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
   s += "    const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
   s += std::string("    const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
-  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = d[i];\n      " + o.store + "\n    }\n  }\n}\n";
+  s += "    " + in_bounds(p, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br()) + "\n      const float acc = d[i];\n      " + o.store + "\n    }\n  }\n}\n";
   return s;
 }
 
@@ -590,6 +652,7 @@ struct TmaMap {
 };
 std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int box_rows) {
   const int64_t es = p.tc.dtype_in.itemsize();
+  if (!o.linear()) return std::nullopt;   // a conv's window view: the cp.async kernel gathers it
   std::vector<long long> dims, strides, box;
   if (o.k_major) dims = {p.K, rows}, strides = {o.s_row * es}, box = {kTmaBK, box_rows};
   else dims = {rows, p.K}, strides = {o.s_k * es}, box = {64, kTmaBK};
@@ -705,17 +768,18 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
   s += "        const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
   s += std::string("        const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
-  s += "        if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n          const float acc = d[i];\n          " + o.store + "\n        }\n      }\n";
+  s += "        " + in_bounds(p, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br()) + "\n          const float acc = d[i];\n          " + o.store + "\n        }\n      }\n";
   s += "    }\n  }\n}\n";
   return s;
 }
 
 // TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid[,inflight]]" (sweeps); else by the number of tiles.
-std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b) {
+std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
   // TC_WGMMA_CFG asks for the cp.async wgmma kernel (render_wgmma)
   if (getenv("TC_TMA", 1) == 0 || !getenv_str("TC_WGMMA_CFG").empty()) return std::nullopt;
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
-  const int sms = static_cast<int>(getenv("TC_SMS", 132));   // H100 SXM; any grid is correct (the loop strides)
+  // one block per SM (the device's count; 132, an H100 SXM's, when unknown); any grid is correct (the loop strides)
+  const int sms = static_cast<int>(getenv("TC_SMS", device_sms > 0 ? device_sms : 132));
   if (const std::string e = getenv_str("TC_TMA_CFG"); !e.empty()) {
     int v[5] = {0, 0, 0, 0, 0};
     const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
@@ -770,17 +834,22 @@ std::string simt_store(const Operand& o, const std::string& reg, const std::stri
   return s + "      }\n";
 }
 
-// SIMT_BK=8|16: the k tile (8 by default)
+// SIMT_BK=8|16: the k tile. SIMT_WARP=1: a warp's 32 threads take 4x8 of the 16x16 4x4 cells (its float4 reads
+// of a k row: 4 distinct A and 8 distinct B chunks, one shared-memory wavefront each); 0: 2x16 (2 A, 16 B: two
+// wavefronts per B read). H200, 4096^3 (bench/tc_notes.md): BK 8 / 2x16 38.1 TFLOP/s, BK 16 41.3, BK 8 / 4x8 38.2,
+// BK 16 / 4x8 43.1 (torch 50.0): the defaults. SIMT_MINB: blocks per SM the registers are capped for (2).
 std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
-  const int bk = static_cast<int>(getenv("SIMT_BK", 8));
+  const int bk = static_cast<int>(getenv("SIMT_BK", 16)), min_blocks = static_cast<int>(getenv("SIMT_MINB", 2));
   if (bk != 8 && bk != 16) throw Error("SIMT_BK=" + std::to_string(bk) + ": the fp32 GEMM template's k tile is 8 or 16");
   const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + bk - 1) / bk;
-  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
+  if (min_blocks < 1 || min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(min_blocks) + ": 1 to 3 blocks per SM");
+  Opening o = opening(p, r, fname, 256, min_blocks, tiles_m, tiles_n, 128, 128, "");
   std::string s = o.src;
   s += "  // SIMT fp32: block tile 128x128x" + S(bk) + ", 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
        " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
   s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][128];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][128];\n";
-  s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
+  if (getenv("SIMT_WARP", 1) == 1) s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
+  else s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
   s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
   s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
   s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
@@ -795,7 +864,7 @@ std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::strin
   s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
   s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
   s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
-  s += "    if (em < " + S(p.M) + " && en < " + S(p.N) + ") {\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
+  s += "    " + in_bounds(p, 128, 128) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
   return s;
 }
 
@@ -827,7 +896,7 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     }
     std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
     const bool s_is_b = p.b.k_major;   // wgmma: S (the descriptor operand) must be K-major, B when it is, else A
-    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b) : std::nullopt;
+    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
     std::optional<TmaMap> mr, ms;
     if (tc) {
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;

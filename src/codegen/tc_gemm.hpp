@@ -7,6 +7,8 @@
 // sm_90: wgmma; by default fed by TMA into an mbarrier ring with a producer warpgroup and a persistent grid (the
 // kernel describes its dynamic shared memory and tensor maps in a `tg_launch` module global the CUDA runtime reads).
 // fp32 GEMMs (no tensor core) take a register-blocked SIMT template (128x128 block tile, 8x8 per thread).
+// Several M (or K) axes whose strides don't merge, as a channels-last conv's window view (tensor/conv.cpp), are an
+// implicit GEMM: the cp.async copies address each 16-byte chunk by the axes' digits (no TMA for those).
 #pragma once
 #include <optional>
 #include <string>
@@ -19,8 +21,8 @@ class Kernel;
 
 // The template's program for k (named `name`), or nothing when k is not a GEMM the template covers: no TC opt
 // (or TC=2) unless an fp32 GEMM of at least 64x64x32 (SIMT_GEMM=0: none), not CUDA, TC_GEMM=0, a fused second
-// reduce, symbolic shapes, several M or N axes (conv), operands whose contiguous axis is neither K nor M/N or whose
-// rows are not 16-byte aligned. Those use the WMMA path (or the heuristic's kernel).
+// reduce, symbolic shapes, masked or multi-view operands (a channels-first conv's padded window), operands whose
+// contiguous dim is neither K's nor the rows' innermost or whose other strides are not 16-byte multiples. Those use the WMMA path (or the heuristic's kernel).
 std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name);
 // whether tc_gemm_program would render k from the template
 bool tc_gemm_applies(const Kernel& k);

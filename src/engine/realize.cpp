@@ -178,7 +178,11 @@ const Renderer& get_renderer(const std::string& device) {
     Compiled& dev = get_device(dname);
     const std::string kind = dev.renderer_kind();
     if (kind == "C") r = std::make_unique<ClangRenderer>(dev.c_half_type());
-    else if (kind == "CUDA") r = std::make_unique<CUDARenderer>(dev.arch().empty() ? "sm_80" : dev.arch());
+    else if (kind == "CUDA") {
+      auto cr = std::make_unique<CUDARenderer>(dev.arch().empty() ? "sm_80" : dev.arch());
+      cr->sms = dev.multiprocessors();
+      r = std::move(cr);
+    }
     else throw Error("device " + dname + " can't run kernels (no renderer); compute on CPU or CUDA and copy the result");
   }
   return *r;

@@ -78,6 +78,7 @@ class CUDARenderer : public CStyleLanguage {
  public:
   explicit CUDARenderer(const std::string& arch = "sm_80");   // tensor cores from sm_80
   int sm = 0;   // compute capability as 80, 90: the GEMM template uses wgmma from 90 (codegen/tc_gemm.cpp)
+  int sms = 0;  // the device's SM count (0: unknown): the TMA GEMM's persistent grid
   std::string render_kernel(const std::string& function_name, const std::vector<std::string>& kernel,
                             const std::vector<KernelParam>& params, const std::vector<UOp>& uops,
                             const std::optional<std::vector<std::string>>& prefix) const override;

@@ -40,6 +40,7 @@ using CUgraphNode = void*;
 using CUgraphExec = void*;
 using nvrtcProgram = void*;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 
 // cuda.h's CUDA_KERNEL_NODE_PARAMS_v2; its first fields are the v1 struct, so the same pointer suits
 // the unversioned (v1) entry points of drivers older than CUDA 12
@@ -586,6 +587,7 @@ class CUDADevice : public Compiled {
     check(a.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev_), "compute capability");
     check(a.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev_), "compute capability");
     arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
+    check(a.cuDeviceGetAttribute(&sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_), "multiprocessor count");
     check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     check(a.cuStreamCreate(&stream_, 0x1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
     alloc_ = std::make_unique<CUDAAllocator>(ctx_, stream_);
@@ -609,12 +611,14 @@ class CUDADevice : public Compiled {
   }
   std::string renderer_kind() const override { return "CUDA"; }
   std::string arch() const override { return arch_; }
+  int multiprocessors() const override { return sms_; }
 
  private:
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   CUstream stream_ = nullptr;
   std::string arch_;
+  int sms_ = 0;
   std::unique_ptr<CUDAAllocator> alloc_;
   std::unique_ptr<CUDACompiler> compiler_;
 };

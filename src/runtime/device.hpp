@@ -89,6 +89,7 @@ class Compiled {
   virtual std::unique_ptr<DeviceGraph> graph() { return nullptr; }
   virtual std::string renderer_kind() const { return ""; }   // "C", "CUDA"; "" can't run kernels
   virtual std::string arch() const { return ""; }            // "sm_90" on CUDA
+  virtual int multiprocessors() const { return 0; }         // the GPU's SM count (CUDA); 0: unknown
   virtual std::string c_half_type() const { return ""; }     // CPU: "__fp16" with clang, "_Float16" with gcc
 };
 

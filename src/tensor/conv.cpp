@@ -20,9 +20,48 @@
 namespace tg {
 
 namespace detail {
+namespace {
+// The conv as an implicit GEMM over channels-last copies, for the GPU's tensor-core template (codegen/tc_gemm.cpp):
+// the padded input copied once to (bs, *in, cin) and the weight to (cout, *k, cin), so that the reduce runs over
+// (*k, cin) with cin contiguous in both operands: every 8 channels are one 16-byte copy, and the window view's
+// rows (bs, *out) and reduce axes are plain strides of one buffer (no masks: the padding is in the copy). The
+// output stays (bs, cout, *out). CONV_NHWC: 1 (default) on CUDA with fp16/bf16 operands, groups 1 and cin a
+// multiple of 8; 0 off; 2 for every groups-1 conv on any device and dtype (tests compare it with the
+// channels-first conv on the CPU, forward and backward).
+std::optional<Tensor> conv_channels_last(const Tensor& xp, const Tensor& weight, int groups, const Shape& stride, const Shape& dilation,
+                                         std::optional<DType> acc_dtype) {
+  const int64_t mode = getenv("CONV_NHWC", 1), cout = weight.shape()[0], cin = weight.shape()[1];
+  const DType dt = xp.dtype();
+  const bool half = (dt == dtypes::half || dt == dtypes::bfloat16) && weight.dtype() == dt;
+  const bool cuda = xp.device().rfind("CUDA", 0) == 0;
+  if (mode == 0 || groups != 1 || (mode == 1 && !(cuda && half && cin % 8 == 0))) return std::nullopt;
+  const Shape K(weight.shape().begin() + 2, weight.shape().end());
+  const int n = static_cast<int>(K.size());
+  std::vector<int> to_last{0}, to_first{0, n + 1};
+  for (int j = 0; j < n; j++) to_last.push_back(2 + j), to_first.push_back(1 + j);
+  to_last.push_back(1);
+  const Tensor xl = xp.permute(to_last).contiguous(), wl = weight.permute(to_last).contiguous();
+  Tensor win = pool(xl.permute(to_first), K, stride, dilation, "conv2d");   // (bs, cin, *out, *k): a view of xl
+  const Shape O(win.shape().begin() + 2, win.shape().begin() + 2 + n);
+  std::vector<int> c_last{0};
+  for (int j = 0; j < 2 * n; j++) c_last.push_back(2 + j);
+  c_last.push_back(1);
+  Shape xr{xp.shape()[0], 1}, xe{xp.shape()[0], cout}, wr{1, cout}, out{xp.shape()[0], cout};
+  std::vector<int> red;
+  xr.insert(xr.end(), O.begin(), O.end()), xr.insert(xr.end(), K.begin(), K.end()), xr.push_back(cin);
+  xe.insert(xe.end(), O.begin(), O.end()), xe.insert(xe.end(), K.begin(), K.end()), xe.push_back(cin);
+  wr.insert(wr.end(), n, 1), wr.insert(wr.end(), K.begin(), K.end()), wr.push_back(cin);
+  out.insert(out.end(), O.begin(), O.end());
+  for (int j = 0; j <= n; j++) red.push_back(-1 - j);
+  const Tensor x = win.permute(c_last).reshape(xr).expand(xe);   // (bs, cout, *out, *k, cin)
+  return (x * wl.reshape(wr)).sum(red, true, acc_dtype).reshape(out);
+}
+}  // namespace
+
 // conv of an already padded input: (bs, groups*cin, *in) x (cout, cin, *k) -> (bs, cout, *out)
 Tensor conv_pooled(const Tensor& xp, const Tensor& weight, int groups, const Shape& stride, const Shape& dilation,
                    std::optional<DType> acc_dtype) {
+  if (auto c = conv_channels_last(xp, weight, groups, stride, dilation, acc_dtype)) return *c;
   const int64_t bs = xp.shape()[0], cout = weight.shape()[0], cin = weight.shape()[1];
   const Shape HW(weight.shape().begin() + 2, weight.shape().end());
   const size_t n = HW.size();
