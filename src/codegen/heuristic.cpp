@@ -561,7 +561,8 @@ void cpu_optimizations(Kernel& k) {
       return;
     }
     const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {lanes, 8, 4}) : 1;
-    if (vlanes > 1 && up * vlanes <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
+    // up to 256 lanes of accumulators, or 20 full vectors (a 4 x 5 tile: 20 + 9 loaded of 32 AVX-512 registers)
+    if (vlanes > 1 && (up * vlanes <= 256 || (vlanes == lanes && up <= 20))) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
   }
   if (k.upcasted == 0 && cpu_transpose_tile(k)) return;
