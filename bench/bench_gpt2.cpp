@@ -53,7 +53,12 @@ std::vector<int> prompt_tokens(int64_t vocab) {
   return p;
 }
 
+// this process's own peak (VmHWM): getrusage's ru_maxrss keeps the parent's peak across posix_spawn's exec,
+// so a child spawned after the parent's 1 GB first-touch copy reported 1.1 GB whatever it used itself
 double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;   // kB
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;   // KiB on Linux

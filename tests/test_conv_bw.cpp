@@ -137,7 +137,7 @@ TEST(ConvBackward, SmallCinMatchesNoopt) {
 }
 
 // beautiful_mnist's conv1 weight gradient (grad_output's channels are strided: no vector axis in the
-// output): 4 output channels x the 5 kernel columns in registers, 20 vector accumulators, where the
+// output): 4 output channels x 5 kernel taps in registers, 20 vector accumulators, where the
 // old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
 TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   const Opts o{dtypes::float32, "CPU", false};
@@ -152,9 +152,13 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   ClangRenderer ren;
   Kernel k(Access::uop(gemm->ast), ren);
   k.hand_coded_optimizations();
-  int accs = 0;
-  for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC;
-  EXPECT_EQ(accs, 20) << "4 output channels x 5 kernel columns";
+  int accs = 0, lanes = 0;
+  for (const UOp& u : k.linearize())
+    if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::max<int>(lanes, u->dtype.count);
+  EXPECT_EQ(accs, 20) << "4 output channels x 5 kernel taps";
+  // the reduce runs over the 24x24 positions as one contiguous axis (x's rows shifted per kx,
+  // tensor/conv.cpp row_shifted_weight_grad): a vector's full 16 lanes, not 8 of a 24-wide row
+  EXPECT_EQ(lanes, 16);
 }
 
 // A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds

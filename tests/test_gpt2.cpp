@@ -219,6 +219,36 @@ TEST(Gpt2Cache, JoinedDecodeStepRendersForCuda) {
   for (const tg::RenderedProgram& p : ps) EXPECT_FALSE(tg::nvrtc_compile(p.src, "sm_90").empty()) << p.src;
 }
 
+// On the CPU a Conv1D of 512 rows or more keeps HF's (in, out) weight as it is (no transposed copy) and
+// multiplies by split-K: partial sums over chunks of rows, then their sum (two reduce kernels). Its
+// output equals the product computed on the host, for a prompt-like and a decode-like input.
+TEST(Gpt2Load, CpuConv1DSplitsTheReduceOverFileRows) {
+  if (tg::Device::default_device() != "CPU") GTEST_SKIP() << "the split is the CPU's";
+  const int64_t in = 512, out = 24;
+  std::vector<float> w(static_cast<size_t>(in * out)), b(static_cast<size_t>(out)), x(static_cast<size_t>(3 * in));
+  for (size_t i = 0; i < w.size(); i++) w[i] = float((i * 37) % 101) / 101.0f - 0.5f;
+  for (size_t i = 0; i < b.size(); i++) b[i] = float(i) * 0.01f;
+  for (size_t i = 0; i < x.size(); i++) x[i] = float((i * 13) % 29) / 29.0f;
+  gpt2::Conv1D c(in, out);
+  c.weight = gpt2::Transformer::place("h.0.mlp.c_fc.weight", Tensor::from(w, {in, out})).realize();
+  c.bias = Tensor::from(b, {out});
+  EXPECT_TRUE(tg::Access::lazydata(c.weight)->st.contiguous()) << "the weight stays (in, out), not a transposed view";
+  for (int64_t rows : {3, 1}) {
+    Tensor y = c(Tensor::from(std::vector<float>(x.begin(), x.begin() + rows * in), {1, rows, in}));
+    int reduces = 0;
+    for (const tg::ScheduleItem& si : y.schedule())
+      for (const tg::UOp& u : tg::Access::uop(si.ast).toposort()) reduces += si.kind == tg::MetaOps::KERNEL && u->op == tg::Ops::REDUCE_AXIS;
+    EXPECT_EQ(reduces, 2) << "partial sums over row chunks, then their sum";
+    std::vector<float> got = c(Tensor::from(std::vector<float>(x.begin(), x.begin() + rows * in), {1, rows, in})).tolist<float>();
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t o = 0; o < out; o++) {
+        double ref = b[size_t(o)];
+        for (int64_t i = 0; i < in; i++) ref += double(x[size_t(r * in + i)]) * w[size_t(i * out + o)];
+        EXPECT_NEAR(got[size_t(r * out + o)], ref, 1e-4) << "row " << r << " output " << o;
+      }
+  }
+}
+
 TEST(Gpt2Cache, StaticStartPosMatchesLibtorch) {
   // tokens at a known position (the path the prompt takes), several at once
   Reference ref;

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "access.hpp"
+#include "lazy/lazy.hpp"
+#include "runtime/buffer.hpp"
 #include "tensor_test_util.hpp"
 #include "tg/tg.hpp"
 #include "uop/uop.hpp"
@@ -294,4 +297,47 @@ TEST(State, LoadLoopDoesNotLeak) {
   EXPECT_LE(GlobalCounters::mem_used, mem0) << "allocator usage grows with each load";
   EXPECT_LE(count_dir("/proc/self/fd"), fds0) << "file descriptors leak";
   EXPECT_LE(count_lines("/proc/self/maps"), maps0 + 2) << "mappings leak";
+}
+
+namespace {
+// the /proc/self/maps line of the mapping holding p ("" when none)
+std::string mapping_of(const void* p) {
+  std::ifstream f("/proc/self/maps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(f, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && lo <= a && a < hi) return line;
+  }
+  return "";
+}
+}  // namespace
+
+// A file's tensor moved to the CPU maps the file's bytes (a private copy-on-write mapping: no copy, no
+// fresh pages): the buffer lies in a mapping of the file itself. Writing to it leaves the file as it was,
+// and a new save over the same path leaves the loaded tensor as it was.
+TEST(State, CpuLoadMapsTheFile) {
+  if (Device::default_device() != "CPU") GTEST_SKIP() << "zero-copy loads are the CPU's";
+  TmpDir tmp;
+  const std::string path = tmp.path("map.safetensors");
+  std::vector<float> v(5000);
+  for (size_t i = 0; i < v.size(); i++) v[i] = float(i) * 0.5f;
+  safe_save({{"a", Tensor::from(std::vector<float>{1, 2, 3}, {3})}, {"w", Tensor::from(v, {50, 100})}}, path);
+  Tensor w = safe_load(path).at("w").to("CPU").realize();
+  void* p = Access::lazydata(w)->base()->buffer->ptr();
+  const std::string line = mapping_of(p);
+  EXPECT_NE(line.find(fs::path(path).filename().string()), std::string::npos) << "the buffer is not in the file's mapping: " << line;
+  EXPECT_EQ(w.tolist<float>(), v);
+  w.assign(w * 2).realize();   // copy on write: the file keeps its bytes
+  EXPECT_EQ(safe_load(path).at("w").to("CPU").tolist<float>(), v);
+  std::vector<float> doubled(v);
+  for (float& x : doubled) x *= 2;
+  EXPECT_EQ(w.tolist<float>(), doubled);
+  Tensor r = safe_load(path).at("w").to("CPU").realize();
+  safe_save({{"w", Tensor::zeros({3})}}, path);   // a smaller file over the same path
+  EXPECT_EQ(r.tolist<float>(), v) << "the loaded tensor changed with the file saved over it";
+  {
+    Context ctx({{"DISK_ZERO_COPY", 0}});
+    Tensor c = safe_load(path).at("w").to("CPU").realize();
+    EXPECT_EQ(mapping_of(Access::lazydata(c)->base()->buffer->ptr()).find("map.safetensors"), std::string::npos);
+  }
 }

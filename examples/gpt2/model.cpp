@@ -23,6 +23,31 @@ int64_t Config::n_params() const {
 
 Conv1D::Conv1D(int64_t in, int64_t out)
     : weight(Tensor::normal({in, out}, 0, 0.02)), bias(Tensor::zeros({out})) {}
+
+namespace {
+// rows of the (in, out) weight per split-K chunk: each thread's chunks read their rows front to back.
+// Only weights of kSplitMinRows rows or more (GPT-2 124M's 768 and 3072): smaller ones sit in cache,
+// and stay one reduce (the decode step's layernorm joins, ROW_BCAST, need it). GPT2_SPLIT_K=0 keeps the
+// transposed (out, in) rows on the CPU too (for comparison).
+constexpr int64_t kSplitRows = 32, kSplitMinRows = 512;
+bool split_k(const Tensor& w) {
+  return w.device() == "CPU" && w.shape()[0] % kSplitRows == 0 && w.shape()[0] >= kSplitMinRows && tg::getenv("GPT2_SPLIT_K", 1);
+}
+}  // namespace
+
+Tensor Conv1D::operator()(const Tensor& x) const {
+  if (!split_k(weight)) return x.matmul(weight) + bias;
+  // y = x @ W over HF's (in, out) layout as it lies in the file: the reduce is cut into chunks of kSplitRows
+  // rows, whose partial sums (..., in / kSplitRows, out) a second kernel adds. Each chunk streams its rows
+  // (kSplitRows streams of whole rows), where one reduce over `in` read a column panel row after row,
+  // 12 KB apart (3x slower on the CPU). A decode step's GEMV then runs as fast as over (out, in) rows,
+  // and the prompt's 20-row products 3-6x faster.
+  const int64_t in = weight.shape()[0], out = weight.shape()[1], chunks = in / kSplitRows;
+  std::vector<int64_t> xs(x.shape().begin(), x.shape().end() - 1);
+  xs.insert(xs.end(), {chunks, kSplitRows, 1});
+  Tensor part = (x.reshape(xs) * weight.reshape({chunks, kSplitRows, out})).sum(-2).contiguous();
+  return part.sum(-2) + bias;
+}
 void Conv1D::collect(const std::string& p, tg::nn::NamedTensors& out) {
   out.push_back({p + "weight", &weight});
   out.push_back({p + "bias", &bias});
@@ -115,7 +140,8 @@ void Transformer::reset_cache() {
 
 Tensor Transformer::place(const std::string& key, const Tensor& t) {
   auto ends = [&](const std::string& s) { return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0; };
-  if (ends(".c_attn.weight") || ends(".c_proj.weight") || ends(".c_fc.weight")) return t.T().contiguous().T();
+  const bool conv1d = ends(".c_attn.weight") || ends(".c_proj.weight") || ends(".c_fc.weight");
+  if (conv1d && !split_k(t)) return t.T().contiguous().T();
   return t.contiguous();
 }
 

@@ -21,14 +21,14 @@ struct Config {
   int64_t n_params() const;                            // with lm_head tied to wte
 };
 
-// HF's Conv1D: weight (in, out), y = x @ weight + bias. The weight is kept as a transposed view of an
-// (out, in) contiguous buffer (see place()): a decode step's matrix-vector product then reads each output's
-// weights as one contiguous row, which streams at full bandwidth (the (in, out) layout read 64 bytes per row
-// per output block and ran ~3x slower on the CPU).
+// HF's Conv1D: weight (in, out), y = x @ weight + bias. On the CPU the weight stays (in, out), as the
+// checkpoint stores it (a zero-copy load: no transpose writes 340 MB of fresh pages), and the product is a
+// split-K reduce that reads whole rows (see operator()). Elsewhere it is a transposed view of an (out, in)
+// contiguous buffer (see place()): a matrix-vector product then reads each output's weights as one row.
 struct Conv1D : tg::nn::Module {
   Tensor weight, bias;
   Conv1D(int64_t in, int64_t out);
-  Tensor operator()(const Tensor& x) const { return x.matmul(weight) + bias; }
+  Tensor operator()(const Tensor& x) const;
   void collect(const std::string& p, tg::nn::NamedTensors& out) override;
 };
 
@@ -84,7 +84,7 @@ class Transformer : public tg::nn::Module {
   // Returns logits (B, 1, vocab_size).
   Tensor operator()(const std::vector<tg::Variable>& tokens, const tg::sint& start_pos, int64_t max_context);
   void reset_cache();
-  // The form a parameter is kept in: contiguous, except Conv1D weights, (in, out) views of (out, in) buffers.
+  // The form a parameter is kept in: contiguous, except Conv1D weights off the CPU, (in, out) views of (out, in) buffers.
   static Tensor place(const std::string& key, const Tensor& t);
   // Moves every parameter to `device` and casts floats to `dtype` (fp16 inference).
   void to(const std::string& device, tg::DType dtype);

@@ -147,6 +147,8 @@ std::optional<double> BufferCopy::operator()(const std::vector<Buffer*>& bufs, c
   if (dest.dtype != src.dtype || (dest.size != src.size && !symbolic_))
     throw Error("buffer copy mismatch: " + dest.str() + " <- " + src.str() + "; a COPY needs the same size and dtype");
   auto st = std::chrono::steady_clock::now();
+  // a whole file range to an unallocated CPU buffer: mapped, not copied
+  if (!symbolic_ && dest.map_from_disk(src)) return wait ? std::optional<double>(std::chrono::duration<double>(std::chrono::steady_clock::now() - st).count()) : std::nullopt;
   // a symbolic buffer is allocated for the variables' max while its source may hold only the bound
   // elements: the live elements are a prefix of both, so the shorter one is copied
   copy_buffer(dest, src, std::min(dest.nbytes(), src.nbytes()));
@@ -315,9 +317,9 @@ CaptureScope::~CaptureScope() { g_capturing = prev_; }
 std::optional<double> ExecItem::run(const VarVals& var_vals, bool wait, bool jit, bool do_update_stats) {
   if (g_capturing && !jit) g_capturing->push_back(*this);
   std::vector<Buffer*> raw;
-  for (const auto& b : bufs) {
-    if (!jit) b->ensure_allocated();
-    raw.push_back(b.get());
+  for (size_t i = 0; i < bufs.size(); i++) {
+    if (!jit && (i > 0 || !prg->allocates_output())) bufs[i]->ensure_allocated();
+    raw.push_back(bufs[i].get());
   }
   const bool prof = profile::enabled();
   std::optional<double> et = (*prg)(raw, var_vals, wait || prof || debug() >= 2);

@@ -30,6 +30,8 @@ class Runner {
   bool first_run = true;
   // Runs on bufs; returns the run time in seconds when wait (nullopt when the runner can't time itself).
   virtual std::optional<double> operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) = 0;
+  // true: the runner allocates bufs[0] itself (ExecItem::run allocates the others before the call)
+  virtual bool allocates_output() const { return false; }
 };
 
 class CompiledRunner : public Runner {
@@ -61,6 +63,7 @@ class BufferCopy : public Runner {
  public:
   BufferCopy(int64_t total_sz, const std::string& dest_device, const std::string& src_device, bool symbolic = false);
   std::optional<double> operator()(const std::vector<Buffer*>& bufs, const VarVals& var_vals, bool wait) override;
+  bool allocates_output() const override { return true; }   // DISK -> CPU maps the file's bytes (Buffer::map_from_disk)
 
  private:
   bool symbolic_;   // the copied tensor has symbolic dims: its buffers may be sized for different values

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string_view>
@@ -238,16 +239,23 @@ void safetensors_write(const std::string& path, const std::vector<std::pair<std:
   }
   j += "}";
   j.append((8 - j.size() % 8) % 8, ' ');   // the data then starts 8-byte aligned, as the reference writes it
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("safetensors_write: cannot open " + path + " for writing (" + std::strerror(errno) + ")");
+  // written beside it and renamed over it: tensors loaded from the old file may still map its bytes
+  // (Buffer::map_from_disk), and the old inode stays theirs; truncating it in place would change them
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("safetensors_write: cannot open " + tmp + " for writing (" + std::strerror(errno) + ")");
   uint8_t len8[8];
   for (int k = 0; k < 8; k++) len8[k] = uint8_t(uint64_t(j.size()) >> (8 * k));
   out.write(reinterpret_cast<const char*>(len8), 8);
   out.write(j.data(), std::streamsize(j.size()));
   for (size_t k = 0; k < tensors.size(); k++)
     if (sizes[k] > 0) out.write(static_cast<const char*>(tensors[k].second.data), sizes[k]);
-  out.flush();
-  if (!out) throw Error("safetensors_write: writing " + path + " failed (" + std::strerror(errno) + ")");
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string e = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error("safetensors_write: writing " + path + " failed (" + e + ")");
+  }
 }
 
 }  // namespace tg::formats

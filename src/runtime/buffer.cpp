@@ -24,7 +24,7 @@ Buffer::Buffer(std::shared_ptr<Buffer> base, int64_t size_, DType dtype_, int64_
 Buffer::~Buffer() {
   if (!buf_ || base_) return;
   if (device.rfind("DISK", 0) != 0) GlobalCounters::mem_used -= nbytes();
-  allocator_->free(buf_, static_cast<size_t>(std::max<int64_t>(nbytes(), 1)));
+  if (!mapping_) allocator_->free(buf_, static_cast<size_t>(std::max<int64_t>(nbytes(), 1)));
 }
 
 std::shared_ptr<Buffer> Buffer::view(int64_t size_, DType dtype_, int64_t byte_offset) {
@@ -49,6 +49,17 @@ Buffer& Buffer::allocate() {
   }
   allocator_ = &a;
   return *this;
+}
+
+bool Buffer::map_from_disk(Buffer& src) {
+  // CPU kernels read any host address (vector loads go through memcpy), so the file's bytes serve as they are
+  if (buf_ || base_ || device != "CPU" || src.device.rfind("DISK:", 0) != 0 || src.nbytes() != nbytes() || nbytes() == 0 ||
+      !getenv("DISK_ZERO_COPY", 1))
+    return false;
+  mapping_ = map_file_private(src.device.substr(5), static_cast<size_t>(src.offset), static_cast<size_t>(nbytes()), &buf_);
+  allocator_ = &allocator();
+  GlobalCounters::mem_used += nbytes();
+  return true;
 }
 
 Buffer& Buffer::ensure_allocated() { return buf_ ? *this : allocate(); }

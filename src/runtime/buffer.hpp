@@ -26,6 +26,11 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
 
   std::shared_ptr<Buffer> view(int64_t size, DType dtype, int64_t byte_offset);
   Buffer& allocate();           // tg::Error if already allocated
+  // Allocates this (unallocated, base, host-memory) buffer as a private copy-on-write mapping of src's
+  // file bytes (src on DISK, same byte size) instead of fresh memory: the bytes are the page cache's,
+  // no copy and no fresh pages until a kernel writes to them; the file never changes. False (nothing
+  // done) where that doesn't apply (see copy_buffer); the mapping lives as long as this buffer.
+  bool map_from_disk(Buffer& src);
   Buffer& ensure_allocated();
   bool is_allocated() const { return buf_ != nullptr; }
   void* ptr();                  // the device handle (host pointer on CPU, device address on CUDA); allocated only
@@ -48,6 +53,7 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   std::shared_ptr<Buffer> base_;
   Allocator* allocator_ = nullptr;
   void* buf_ = nullptr;
+  std::shared_ptr<void> mapping_;   // map_from_disk's mapping: freed with the buffer, not by the allocator
   int lb_refcount_ = 0;
 };
 
@@ -55,5 +61,9 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
 // host memory (CPU, DISK), else through a host staging copy. Allocates dest if needed.
 void copy_buffer(Buffer& dest, Buffer& src);
 void copy_buffer(Buffer& dest, Buffer& src, int64_t nbytes);   // the first nbytes of src
+
+// A private (copy-on-write, writable) mapping of the n bytes of `path` at byte `offset`, populated
+// read-only from the page cache; *ptr gets their address. Unmapped when the returned handle goes (disk.cpp).
+std::shared_ptr<void> map_file_private(const std::string& path, size_t offset, size_t n, void** ptr);
 
 }  // namespace tg

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "runtime/device.hpp"
+#include "runtime/buffer.hpp"
 #include "tg/helpers.hpp"
 
 namespace tg {
@@ -96,6 +96,23 @@ class DiskDevice : public Compiled {
 };
 
 }  // namespace
+
+std::shared_ptr<void> map_file_private(const std::string& path, size_t offset, size_t n, void** ptr) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)), lead = offset % page, len = lead + n;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  // populated read-only, then made writable: populating a writable private mapping would copy every page
+  void* p = fd < 0 ? MAP_FAILED : ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, static_cast<off_t>(offset - lead));
+  std::string e = std::strerror(errno);
+  if (fd >= 0) ::close(fd);
+  if (p == MAP_FAILED) throw Error("DISK:" + path + ": can't map " + std::to_string(n) + " bytes at " + std::to_string(offset) + ": " + e);
+  if (::mprotect(p, len, PROT_READ | PROT_WRITE) != 0) {
+    e = std::strerror(errno);
+    ::munmap(p, len);
+    throw Error("DISK:" + path + ": can't make a private mapping writable: " + e);
+  }
+  *ptr = static_cast<char*>(p) + lead;
+  return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+}
 
 std::unique_ptr<Compiled> make_disk_device(const std::string& name) { return std::make_unique<DiskDevice>(name); }
 

@@ -246,6 +246,31 @@ Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shap
   return part.sum(0).permute(co_first).reshape(out);
 }
 
+// The weight gradient of a stride-1 2D conv as a 1D one over flattened rows: with x's rows shifted by
+// each kx into their own copy xs[kx][b, c, Y, ox] = x_pad[b, c, Y, ox + kx] (rows O_x long), the window
+// of tap (ky, kx) at output m = oy*O_x + ox is xs[kx][m + ky*O_x]: a 1D conv over the K_x-times wider
+// input with K_y taps dilated by O_x, whose reduce runs over m, contiguous in grad_output and in xs.
+// Where grad_output's channels give no vector axis (a few input channels: beautiful_mnist's conv1) the
+// reduce's vectors then span O_y*O_x (full-width AVX-512 vectors) instead of one O_x row (24: float8).
+// The copies cost K_x times x's bytes, little against the GEMM when cin * K is small.
+Tensor row_shifted_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, int groups, int64_t cout) {
+  const int64_t bs = xp.shape()[0], C = xp.shape()[1], Py = xp.shape()[2], Oy = g.shape()[2], Ox = g.shape()[3];
+  const Tensor xs = detail::pool(xp, Shape{K[1]}, Shape{1}, Shape{1}, "conv2d")   // (bs, C, Py, Ox, Kx)
+                        .permute({0, 1, 4, 2, 3})
+                        .contiguous()
+                        .reshape({bs, C * K[1], Py * Ox});
+  const Tensor dw = weight_grad(xs, g.reshape({bs, cout, Oy * Ox}), Shape{K[0]}, Shape{1}, Shape{Ox}, groups, cout);   // (cout, cin*Kx, Ky)
+  return dw.reshape({cout, C / groups, K[1], K[0]}).permute({0, 1, 3, 2});
+}
+
+// The 2D stride-1 weight gradients that take row_shifted_weight_grad: cin * K at most kRowShiftMax (the
+// GEMM's M, too short for the output-channel vectors to pay for grad_output's packing)
+constexpr int64_t kRowShiftMax = 64;
+bool row_shift_fits(const Shape& K, const Shape& s, const Shape& d, int64_t cin) {
+  if (K.size() != 2 || !getenv("CONV_DW_ROWS", 1)) return false;
+  return s[0] == 1 && s[1] == 1 && d[0] == 1 && d[1] == 1 && cin * K[0] * K[1] <= kRowShiftMax;
+}
+
 // The weight gradient of a strided conv (dilation 1) by phases: the taps k = r (mod s) only read the
 // padded input at positions = r (mod s), so each phase is a stride-1 weight gradient over that
 // phase's subsampled input (copied once, 1/s^n of x) with those taps; the taps interleave back.
@@ -344,6 +369,7 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   if (needs_input_grad[1]) {
     const Tensor xp = x.pad2d(args_.pad);
     dw = detail::lb(strided && !dilated && getenv("CONV_BW_PHASES", 1) ? strided_weight_grad(xp, g, K, s, groups, cout)
+                    : row_shift_fits(K, s, d, cin)                     ? row_shifted_weight_grad(xp, g, K, groups, cout)
                                                                        : weight_grad(xp, g, K, s, d, groups, cout));
   }
   return {dx, dw};
