@@ -307,3 +307,27 @@ TEST(CudaSymbolic, RowsAtEveryEdgeLength) {
     else EXPECT_EQ(method_cache_size(), cache_after_first) << "a new length compiled a kernel:" << at;
   }
 }
+
+// test_symbolic_jit's KVCacheAttentionStep layout (separate (1, H, MAX, D) caches, head dim 8, a max of 64
+// keys) under the GPU heuristics, emulated, against the CPU's fixed-length result at every start_pos
+TEST(CudaSymbolicEmulated, SeparateCachesHeadDim8EveryStartPos) {
+  CUDARenderer ren("sm_90");
+  const int64_t H = 2, D = 8, MAX = 64;
+  Tensor ck = Tensor::from<float>(rand_host(H * MAX * D, 5), {1, H, MAX, D}, kCpu).realize();
+  Tensor cv = Tensor::from<float>(rand_host(H * MAX * D, 6), {1, H, MAX, D}, kCpu).realize();
+  Tensor q = Tensor::from<float>(rand_host(H * D, 7), {1, H, 1, D}, kCpu).realize();
+  Variable sp("start_pos", 1, MAX - 1);
+  auto step = [&](const sint& len) {
+    Tensor keys = ck.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), len}, {sint(0), sint(D)}});
+    Tensor values = cv.shrink({{sint(0), sint(1)}, {sint(0), sint(H)}, {sint(0), len}, {sint(0), sint(D)}});
+    return q.scaled_dot_product_attention(keys, values);
+  };
+  for (int64_t p = 1; p < MAX; p++) {
+    cuda_emu::Run r = cuda_emu::run(step(sp.bind(p) + 1), ren);
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+    std::vector<float> want = step(sint(p + 1)).realize().tolist<float>();
+    std::vector<float> got = cuda_emu::values<float>(r);
+    got.resize(want.size());
+    expect_close(got, want, 1e-5f, "start_pos " + std::to_string(p));
+  }
+}

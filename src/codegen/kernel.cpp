@@ -433,6 +433,9 @@ void apply_sym_upcast(Kernel& k, const Opt& opt, int64_t axis, bool append_opt) 
   // (as UNROLL: a max under two tiles would fold the tiles' index to 0)
   opt_check(k.full_shape()[axis] >= 2 * *opt.amt, "symbolic dim's max " + std::to_string(k.full_shape()[axis]) + " is under two tiles: " + opt.str());
   opt_check(!k.tensor_core, "can't upcast a symbolic dim with tensor cores");
+  // (the masked tiles' lanes and a group's shared-memory reduce gave wrong scores on the GPU: q @ keys^T
+  // of head dim 8, GROUP 8 then UPCAST 4 of the keys, test_cuda_symbolic's SeparateCachesHeadDim8EveryStartPos)
+  opt_check(!k.group_for_reduces && k.sym_groups.empty(), "can't upcast a symbolic dim of a grouped reduce: " + opt.str());
   // the CPU runs one tail: a second split global dim would need a tail per combination
   opt_check(k.opts->has_local || std::none_of(k.sym_splits.begin(), k.sym_splits.end(), [&](auto& s) { return s.first < k.first_reduce(); }),
             "the CPU upcasts one symbolic global dim at most: " + opt.str());
@@ -481,6 +484,9 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   const int64_t axis = opt.real_axis(*this);
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
+  opt_check((opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP) ||
+                std::none_of(sym_splits.begin(), sym_splits.end(), [&](auto& s) { return s.first < first_reduce(); }),
+            "can't group a reduce under an upcast symbolic dim: " + opt.str());
   if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
   // GROUP of a fixed reduce axis that g doesn't divide (a 4097-long row): a block-stride loop as for a
   // symbolic one, the tail masked by each thread's loop bound
