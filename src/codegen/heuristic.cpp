@@ -607,8 +607,7 @@ void cpu_optimizations(Kernel& k) {
     // Under a symbolic row tile, accumulators of half a vector: q @ keys^T (12 heads, head_dim 64) took
     // 4.4/12.9/124 us at 64/256/1024 keys with 4 rows x 8 lanes, against 5.0/14.3/129 with 8 x 8,
     // 7.1/25.5/170 with 8 x 16 and 6.1/20.6/137 untiled x 16 (one core of this AVX-512 VM, CPU time)
-    const bool sym_tile = std::any_of(k.sym_splits.begin(), k.sym_splits.end(), [&](auto& sp) { return sp.first < k.first_reduce(); });
-    const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {sym_tile ? lanes / 2 : lanes, 8, 4}) : 1;
+    const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {k.sym_splits_global() ? lanes / 2 : lanes, 8, 4}) : 1;
     // up to 256 lanes of accumulators, or 20 full vectors (a 4 x 5 tile: 20 + 9 loaded of 32 AVX-512 registers)
     if (vlanes > 1 && (up * vlanes <= 256 || (vlanes == lanes && up <= 20))) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});

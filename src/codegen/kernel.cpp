@@ -228,6 +228,10 @@ std::optional<int64_t> Kernel::sym_split_of(int64_t axis) const {
   return std::nullopt;
 }
 
+bool Kernel::sym_splits_global() const {
+  return std::any_of(sym_splits.begin(), sym_splits.end(), [&](auto& s) { return s.first < first_reduce(); });
+}
+
 bool Kernel::sym_group_axis(int64_t axis) const {
   for (auto [a, g] : sym_groups)
     if (a == axis || g == axis) return true;
@@ -437,8 +441,7 @@ void apply_sym_upcast(Kernel& k, const Opt& opt, int64_t axis, bool append_opt) 
   // of head dim 8, GROUP 8 then UPCAST 4 of the keys, test_cuda_symbolic's SeparateCachesHeadDim8EveryStartPos)
   opt_check(!k.group_for_reduces && k.sym_groups.empty(), "can't upcast a symbolic dim of a grouped reduce: " + opt.str());
   // the CPU runs one tail: a second split global dim would need a tail per combination
-  opt_check(k.opts->has_local || std::none_of(k.sym_splits.begin(), k.sym_splits.end(), [&](auto& s) { return s.first < k.first_reduce(); }),
-            "the CPU upcasts one symbolic global dim at most: " + opt.str());
+  opt_check(k.opts->has_local || !k.sym_splits_global(), "the CPU upcasts one symbolic global dim at most: " + opt.str());
   // (a row kernel's full-shape store loops would be shared by the tiles and the tail)
   opt_check(k.opts->has_local || !k.row_kernel(), "the CPU doesn't upcast a symbolic dim of a row kernel: " + opt.str());
   // (the CPU's first loop runs on threads in a big kernel: a split one would run on one)
@@ -484,9 +487,7 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   const int64_t axis = opt.real_axis(*this);
   opt_check(axis < static_cast<int64_t>(full_shape().size()), "invalid axis " + opt.str() + " for shape " + to_str(full_shape()));
   opt_check(opt.op == OptOps::NOLOCALS || axis >= 0, "opt needs an axis: " + opt.str());
-  opt_check((opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP) ||
-                std::none_of(sym_splits.begin(), sym_splits.end(), [&](auto& s) { return s.first < first_reduce(); }),
-            "can't group a reduce under an upcast symbolic dim: " + opt.str());
+  opt_check((opt.op != OptOps::GROUP && opt.op != OptOps::GROUPTOP) || !sym_splits_global(), "can't group a reduce under an upcast symbolic dim: " + opt.str());
   if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
   // GROUP of a fixed reduce axis that g doesn't divide (a 4097-long row): a block-stride loop as for a
   // symbolic one, the tail masked by each thread's loop bound

@@ -107,6 +107,7 @@ class Kernel {
   // (KernelInfo::sym_splits). Axes follow the shape.
   std::vector<std::pair<int64_t, int64_t>> sym_splits;
   std::optional<int64_t> sym_split_of(int64_t axis) const;   // its amt when the axis is split
+  bool sym_splits_global() const;                             // some split axis is an output (global) dim
   // GROUP of a symbolic reduce axis: (axis, group axis); the group axis (size g, a thread per lane)
   // was inserted broadcast in every tracker that isn't reduced there (KernelInfo::sym_groups)
   std::vector<std::pair<int64_t, int64_t>> sym_groups;

@@ -247,14 +247,12 @@ class Lowerer {
   // last, and the global loops inside it are loops of its own (opened after it, in axis order).
   // Returns the tail's indexes.
   std::vector<UOp> tiles_and_tail(int64_t a, int64_t amt, int64_t first_reduce) {
-    const UOp n = dim(a), tiles = n / iconst(amt);
+    const Loop split = split_loop(a, amt, {a, 0}, {kTailLoopAxis + a, 1});
     std::vector<UOp> tail = idxs_;
-    UOp t(Ops::RANGE, dtypes::int32, {iconst(0), n % iconst(amt)}, std::vector<int64_t>{kTailLoopAxis + a, 1});
-    tail[a] = tiles * iconst(amt) + t;
+    tail[a] = split.tail_idx;
     for (int64_t i = a + 1; i < first_reduce; i++)
       tail[i] = UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, std::vector<int64_t>{kTailLoopAxis + i, 1});
-    UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::vector<int64_t>{a, 0});
-    idxs_[a] = r * iconst(amt) + lanes(a, amt);
+    idxs_[a] = split.idx;
     return tail;
   }
   // UPCAST of a symbolic global dim N by amt on a GPU: ceil(N/amt) threads (set in the launch dims),
@@ -365,6 +363,14 @@ class Lowerer {
     UOp tail_idx, tail_range;   // set for a split axis
     int64_t lane_axis = 0, amt = 0;
   };
+  // a split symbolic axis N: the tiles' loop r < N/amt (index r*amt + amt lanes), then the tail's t < N%amt
+  // (index (N/amt)*amt + t); a reduce's or a CPU global dim's, by the RANGE args
+  Loop split_loop(int64_t a, int64_t amt, std::vector<int64_t> tile_arg, std::vector<int64_t> tail_arg) const {
+    const UOp n = dim(a), tiles = n / iconst(amt);
+    UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::move(tile_arg));
+    UOp t(Ops::RANGE, dtypes::int32, {iconst(0), n % iconst(amt)}, std::move(tail_arg));
+    return Loop{r * iconst(amt) + lanes(a, amt), r, tiles * iconst(amt) + t, t, kSplitLaneAxis + a, amt};
+  }
   // The first reduce over an axis gets RANGE {axis, 1} (a grouped axis {1000+axis, 1}), as a kernel
   // with one reduce always had; a later reduce over the same axis adds 2000 per reduce before it;
   // a split axis's tail loop adds 500 (it opens after the tiles' loop). In the tail of a split global
@@ -382,10 +388,7 @@ class Lowerer {
         auto [r, idx] = block_stride_loop(a, *g, arg);
         it->second.push_back(Loop{idx, r});
       } else if (auto amt = split_of(a)) {
-        const UOp n = dim(a), tiles = n / iconst(*amt);
-        UOp r(Ops::RANGE, dtypes::int32, {iconst(0), tiles}, std::vector<int64_t>{arg, 1});
-        UOp t(Ops::RANGE, dtypes::int32, {iconst(0), n % iconst(*amt)}, std::vector<int64_t>{arg + 500, 1});
-        it->second.push_back(Loop{r * iconst(*amt) + lanes(a, *amt), r, tiles * iconst(*amt) + t, t, kSplitLaneAxis + a, *amt});
+        it->second.push_back(split_loop(a, *amt, {arg, 1}, {arg + 500, 1}));
       } else {
         UOp r(Ops::RANGE, dtypes::int32, {iconst(0), dim(a)}, std::vector<int64_t>{arg, 1});
         it->second.push_back(Loop{r, r});
