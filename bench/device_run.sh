@@ -241,9 +241,11 @@ if has jit; then
 fi
 
 if has train; then
-  echo "== bench_train on the CPU: 2 threads, then all $(nproc)"
-  THREADS=2 STEPS=${STEPS:-5} timeout 200 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train2.jsonl" | grep -E '^\{' | cut -c1-250
-  THREADS=$(nproc) STEPS=${STEPS:-5} timeout 120 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train_all.jsonl" | grep -E '^\{' | cut -c1-250
+  # the device's default is CUDA: the CPU runs name DEVICE=CPU (issue 13's scaling), the CUDA run is issue 12's mnist step
+  echo "== bench_train on the CPU: 2 threads, then all $(nproc); then on CUDA"
+  DEVICE=CPU THREADS=2 STEPS=${STEPS:-5} timeout 200 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train2.jsonl" | grep -E '^\{' | cut -c1-250
+  DEVICE=CPU THREADS=$(nproc) STEPS=${STEPS:-5} timeout 120 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train_all.jsonl" | grep -E '^\{' | cut -c1-250
+  DEVICE=CUDA STEPS=${STEPS:-5} timeout 120 "./$BUILD/bench/bench_train" 2>&1 | tee "$OUT/train_cuda.jsonl" | grep -E '^\{' | cut -c1-250
   echo "train $(el)"
 fi
 
