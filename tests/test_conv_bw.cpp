@@ -49,6 +49,7 @@ const std::vector<Conv> kCases = {
     {"kernel_is_input", {2, 2, 4, 5}, {3, 2, 4, 5}},
     {"1x1", {2, 4, 5, 5}, {6, 4, 1, 1}},
     {"stride2", {2, 3, 9, 9}, {4, 3, 3, 3}, 1, {2}},
+    {"stride2_rows_rounded", {2, 3, 28, 27}, {4, 3, 3, 3}, 1, {2}, {1}, {1}},   // 15-wide phases computed as 16
     {"stride2_unread_rows", {1, 2, 10, 8}, {3, 2, 3, 3}, 1, {2, 3}},   // 10 rows: the last is in no window
     {"stride_past_kernel", {1, 2, 11, 11}, {2, 2, 2, 2}, 1, {3}},
     {"padding1", {2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1}, {1}, {1}},
@@ -159,6 +160,33 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   // the reduce runs over the 24x24 positions as one contiguous axis (x's rows shifted per kx,
   // tensor/conv.cpp row_shifted_weight_grad): a vector's full 16 lanes, not 8 of a 24-wide row
   EXPECT_EQ(lanes, 16);
+}
+
+// A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases are 15 positions wide, rounded
+// to 16 (tensor/conv.cpp strided_input_grad), so every phase conv's register tile is one 16-lane vector of
+// positions x 8 input channels x 2 images: 16 float16 accumulators, not float2 ones along unrolled kernel taps
+// (a 2-tap phase) nor 8 images' scattered windows as the rows.
+TEST(ConvBackward, StridedInputGradientPhasesTileWholeRows) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({4, 16, 28, 28}, o), w = Tensor::empty({16, 16, 3, 3}, o), r = Tensor::empty({4, 16, 14, 14}, o);
+  x.requires_grad_();
+  (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
+  ClangRenderer ren;
+  int phases = 0;
+  for (const ScheduleItem& si : x.grad()->schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    if (!k.reduceop()) continue;
+    k.hand_coded_optimizations();
+    int accs = 0, lanes = 0;
+    for (const UOp& u : k.linearize())
+      if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::max<int>(lanes, u->dtype.count);
+    SCOPED_TRACE(k.name());
+    EXPECT_EQ(lanes, 16);
+    EXPECT_EQ(accs, 16) << "8 input channels x 2 images";
+    phases++;
+  }
+  EXPECT_EQ(phases, 4);
 }
 
 // A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds
