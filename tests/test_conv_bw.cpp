@@ -3,6 +3,7 @@
 // (n, cin, *out, *kernel) buffer in the backward's schedule. Gradients against libtorch are in
 // tests/conformance (conv2d/* cases).
 #include <algorithm>
+#include <set>
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
@@ -160,6 +161,35 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   // the reduce runs over the 24x24 positions as one contiguous axis (x's rows shifted per kx,
   // tensor/conv.cpp row_shifted_weight_grad): a vector's full 16 lanes, not 8 of a 24-wide row
   EXPECT_EQ(lanes, 16);
+}
+
+// The same kernel streams grad_output (4 channels x the images of a batch block): its loop prefetches the next
+// image's line of each of the tile's 4 channel rows (codegen/lowerer.cpp prefetch_next_outer), and nothing of
+// x's shifted rows, which stay in L1 across the output-channel loop.
+TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
+  w.requires_grad_();
+  (x.conv2d(w) * r).sum().backward();
+  const ScheduleItem* gemm = nullptr;
+  std::vector<ScheduleItem> s = w.grad()->schedule();
+  for (const ScheduleItem& si : s)
+    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = &si;
+  ASSERT_NE(gemm, nullptr);
+  ClangRenderer ren;
+  Kernel k(Access::uop(gemm->ast), ren);
+  k.hand_coded_optimizations();
+  std::set<int64_t> bufs;
+  int prefetches = 0;
+  for (const UOp& u : k.linearize())
+    if (u->op == Ops::PREFETCH) prefetches++, bufs.insert(u->src[0]->as<int64_t>());
+  EXPECT_EQ(prefetches, 4) << "one per output channel of the tile";
+  ASSERT_EQ(bufs.size(), 1u);
+  EXPECT_EQ(gemm->bufs[static_cast<size_t>(*bufs.begin())]->size, int64_t{8} * 32 * 24 * 24) << "grad_output's";
+  Context off({{"GEMM_PREFETCH", 0}});
+  Kernel k0(Access::uop(gemm->ast), ren);
+  k0.hand_coded_optimizations();
+  for (const UOp& u : k0.linearize()) EXPECT_NE(u->op, Ops::PREFETCH);
 }
 
 // A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases are 15 positions wide, rounded
