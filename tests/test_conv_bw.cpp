@@ -51,6 +51,7 @@ const std::vector<Conv> kCases = {
     {"1x1", {2, 4, 5, 5}, {6, 4, 1, 1}},
     {"stride2", {2, 3, 9, 9}, {4, 3, 3, 3}, 1, {2}},
     {"stride2_rows_rounded", {2, 3, 28, 27}, {4, 3, 3, 3}, 1, {2}, {1}, {1}},   // 15-wide phases computed as 16
+    {"stride2_phase_in_padding", {1, 2, 1, 5}, {3, 2, 3, 3}, 1, {2}, {1}, {1}},   // the even rows' phase is all padding
     {"stride2_unread_rows", {1, 2, 10, 8}, {3, 2, 3, 3}, 1, {2, 3}},   // 10 rows: the last is in no window
     {"stride_past_kernel", {1, 2, 11, 11}, {2, 2, 2, 2}, 1, {3}},
     {"padding1", {2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1}, {1}, {1}},
