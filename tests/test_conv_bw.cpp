@@ -7,6 +7,7 @@
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "codegen/pack.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/buffer.hpp"
 #include "shape/shapetracker_arg.hpp"
@@ -52,6 +53,9 @@ const std::vector<Conv> kCases = {
     {"stride2", {2, 3, 9, 9}, {4, 3, 3, 3}, 1, {2}},
     {"stride2_rows_rounded", {2, 3, 28, 27}, {4, 3, 3, 3}, 1, {2}, {1}, {1}},   // 15-wide phases computed as 16
     {"stride2_phase_in_padding", {1, 2, 1, 5}, {3, 2, 3, 3}, 1, {2}, {1}, {1}},   // the even rows' phase is all padding
+    // 32 output channels per group: the phases' weight gradients read grad_output as one shared panel copy
+    {"stride2_panels", {2, 3, 9, 9}, {32, 3, 3, 3}, 1, {2}, {1}, {1}, true},
+    {"stride2_groups_panels", {1, 4, 10, 9}, {64, 2, 3, 3}, 2, {2}, {1}, {1}},
     {"stride2_unread_rows", {1, 2, 10, 8}, {3, 2, 3, 3}, 1, {2, 3}},   // 10 rows: the last is in no window
     {"stride_past_kernel", {1, 2, 11, 11}, {2, 2, 2, 2}, 1, {3}},
     {"padding1", {2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1}, {1}, {1}},
@@ -191,6 +195,29 @@ TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
   Kernel k0(Access::uop(gemm->ast), ren);
   k0.hand_coded_optimizations();
   for (const UOp& u : k0.linearize()) EXPECT_NE(u->op, Ops::PREFETCH);
+}
+
+// A strided conv's weight gradient by phases: the phases read grad_output from one copy laid out as the CPU GEMM's
+// panels (tensor/conv.cpp panel_copy), so none of their GEMMs packs it again (before: one pack per phase).
+TEST(ConvBackward, StridedWeightGradientPhasesShareOnePanelCopy) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({32, 64, 28, 28}, o), w = Tensor::empty({64, 64, 3, 3}, o), r = Tensor::empty({32, 64, 14, 14}, o);
+  w.requires_grad_();
+  (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
+  ClangRenderer ren;
+  int gemms = 0, packed = 0;
+  for (const ScheduleItem& si : w.grad()->schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    if (!k.reduceop() || si.bufs.size() != 3) continue;
+    bool mul = false;   // the phase GEMMs: a SUM of a product of two buffers
+    for (const UOp& u : Access::uop(si.ast).toposort()) mul = mul || is_alu(u, BinaryOps::MUL);
+    if (!mul) continue;
+    gemms++;
+    packed += cpu_gemm_pack(Access::uop(si.ast), ren).has_value();
+  }
+  EXPECT_EQ(gemms, 4);
+  EXPECT_EQ(packed, 0);
 }
 
 // A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases are 15 positions wide, rounded
