@@ -187,7 +187,9 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   // where 15-wide rows left the batch as the tile's rows, 8 images' windows read a float each
   // (resnet_s2_bw's phases: 8.1 -> 4.5 ms CPU). The extra positions read the padding's zeros and are cut
   // off with the rest. CONV_PHASE_ROUND=0 keeps the exact length.
-  if (const int64_t r = getenv("CONV_PHASE_ROUND", 16); r > 1 && L[n - 1] % r != 0 && (L[n - 1] / r + 1) * r * 8 <= L[n - 1] * 9)
+  // (CPU only: a GPU's threads don't need whole vectors per row)
+  if (const int64_t r = getenv("CONV_PHASE_ROUND", 16);
+      g.device().rfind("CPU", 0) == 0 && r > 1 && L[n - 1] % r != 0 && (L[n - 1] / r + 1) * r * 8 <= L[n - 1] * 9)
     L[n - 1] = (L[n - 1] / r + 1) * r;
   // grad_output padded once: by the most taps less one on the left, and on the right as far as every
   // phase's window of it reaches. Each phase's conv then yields its L positions (the ones past the
