@@ -147,6 +147,7 @@ struct Case {
   double work;   // bytes or flops
   std::function<Tensor()> build;
   std::function<std::vector<Tensor>()> build_many = nullptr;   // several outputs (a backward's gradients)
+  double min_bytes = 0;   // the bytes any kernel must move (inputs read once, outputs written once): a memory bound
 };
 
 }  // namespace
@@ -179,19 +180,19 @@ int main() {
          Tensor x = cx.detach().requires_grad_(), w = cw.detach().requires_grad_();
          (x.conv2d(w) * data({conv_b, 32, 20, 20})).sum().backward();
          return std::vector<Tensor>{*x.grad(), *w.grad()};
-       }},
+       }, 4.0 * (2 * conv_b * 32 * 24 * 24 + conv_b * 32 * 20 * 20 + 2 * 32 * 32 * 25)},
       // beautiful_mnist's conv1 weight gradient (one input channel, batch 512): useful flops
       {"conv1_dw", "GFLOPS", "gemm1024_gflops", 2.0 * 512 * 24 * 24 * 32 * 25, nullptr, [&] {
          Tensor w = data({32, 1, 5, 5}).detach().requires_grad_();
          (data({512, 1, 28, 28}).conv2d(w) * data({512, 32, 24, 24})).sum().backward();
          return std::vector<Tensor>{*w.grad()};
-       }},
+       }, 4.0 * (512 * 28 * 28 + 512 * 32 * 24 * 24 + 32 * 25)},
       // a ResNet-style 3x3 stride-2 conv (padding 1), input and weight gradients: useful flops (twice the forward's)
       {"resnet_s2_bw", "GFLOPS", "gemm1024_gflops", 2 * 2.0 * 32 * 64 * 14 * 14 * 64 * 9, nullptr, [&] {
          Tensor x = data({32, 64, 28, 28}).detach().requires_grad_(), w = data({64, 64, 3, 3}).detach().requires_grad_();
          (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * data({32, 64, 14, 14})).sum().backward();
          return std::vector<Tensor>{*x.grad(), *w.grad()};
-       }},
+       }, 4.0 * (2 * 32 * 64 * 28 * 28 + 32 * 64 * 14 * 14 + 2 * 64 * 64 * 9)},
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
@@ -239,6 +240,12 @@ int main() {
       if (g_measure_window && g_cpu_seconds > 0)
         extra += ",\"gflops_per_cpu_s\":" + std::to_string(c.work / g_cpu_seconds / 1e9) + ",\"ratio_fma_peak_core_cputime\":" +
                  std::to_string(c.work / g_cpu_seconds / 1e9 / core_peak);
+      // the time to move min_bytes at the sum bound of this run (2 threads): a floor the flops can't beat
+      // when it exceeds their time at the peak (conv1_dw: grad_output is 38 MB for 0.47 GFLOP)
+      if (c.min_bytes > 0 && limits.count("sum_GBps") && limits["sum_GBps"] > 0) {
+        const double mem_ms = c.min_bytes / limits["sum_GBps"] / 1e6;
+        extra += ",\"mem_bound_ms\":" + std::to_string(mem_ms) + ",\"ratio_mem_bound\":" + std::to_string(mem_ms / (r.seconds * 1e3));
+      }
       extra += ",\"loadavg\":" + std::to_string(std::max(load0, loadavg()));
       if (mode == "beam") extra += ",\"beam_search_s\":" + std::to_string(r.search_s);
       std::printf("{\"bench\":\"%s\",\"mode\":\"%s\",\"%s\":%.2f,\"ms\":%.3f,\"limit\":%.1f,\"ratio\":%.3f%s,\"kernels\":\"%s\",\"kernel_ms\":\"%s\",\"kernel_cpu_ms\":\"%s\",\"opts\":\"%s\",\"setup_s\":%.1f,\"maxdiff_vs_first_mode\":%.2g}\n",

@@ -3,9 +3,11 @@
 // (n, cin, *out, *kernel) buffer in the backward's schedule. Gradients against libtorch are in
 // tests/conformance (conv2d/* cases).
 #include <algorithm>
+#include <set>
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "codegen/pack.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/buffer.hpp"
 #include "shape/shapetracker_arg.hpp"
@@ -49,6 +51,11 @@ const std::vector<Conv> kCases = {
     {"kernel_is_input", {2, 2, 4, 5}, {3, 2, 4, 5}},
     {"1x1", {2, 4, 5, 5}, {6, 4, 1, 1}},
     {"stride2", {2, 3, 9, 9}, {4, 3, 3, 3}, 1, {2}},
+    {"stride2_rows_rounded", {2, 3, 28, 27}, {4, 3, 3, 3}, 1, {2}, {1}, {1}},   // 15-wide phases computed as 16
+    {"stride2_phase_in_padding", {1, 2, 1, 5}, {3, 2, 3, 3}, 1, {2}, {1}, {1}},   // the even rows' phase is all padding
+    // 32 output channels per group: the phases' weight gradients read grad_output as one shared panel copy
+    {"stride2_panels", {2, 3, 9, 9}, {32, 3, 3, 3}, 1, {2}, {1}, {1}, true},
+    {"stride2_groups_panels", {1, 4, 10, 9}, {64, 2, 3, 3}, 2, {2}, {1}, {1}},
     {"stride2_unread_rows", {1, 2, 10, 8}, {3, 2, 3, 3}, 1, {2, 3}},   // 10 rows: the last is in no window
     {"stride_past_kernel", {1, 2, 11, 11}, {2, 2, 2, 2}, 1, {3}},
     {"padding1", {2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1}, {1}, {1}},
@@ -159,6 +166,85 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   // the reduce runs over the 24x24 positions as one contiguous axis (x's rows shifted per kx,
   // tensor/conv.cpp row_shifted_weight_grad): a vector's full 16 lanes, not 8 of a 24-wide row
   EXPECT_EQ(lanes, 16);
+}
+
+// The same kernel streams grad_output (4 channels x the images of a batch block): its loop prefetches the next
+// image's line of each of the tile's 4 channel rows (codegen/lowerer.cpp prefetch_next_outer), and nothing of
+// x's shifted rows, which stay in L1 across the output-channel loop.
+TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
+  w.requires_grad_();
+  (x.conv2d(w) * r).sum().backward();
+  const ScheduleItem* gemm = nullptr;
+  std::vector<ScheduleItem> s = w.grad()->schedule();
+  for (const ScheduleItem& si : s)
+    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = &si;
+  ASSERT_NE(gemm, nullptr);
+  ClangRenderer ren;
+  Kernel k(Access::uop(gemm->ast), ren);
+  k.hand_coded_optimizations();
+  std::set<int64_t> bufs;
+  int prefetches = 0;
+  for (const UOp& u : k.linearize())
+    if (u->op == Ops::PREFETCH) prefetches++, bufs.insert(u->src[0]->as<int64_t>());
+  EXPECT_EQ(prefetches, 4) << "one per output channel of the tile";
+  ASSERT_EQ(bufs.size(), 1u);
+  EXPECT_EQ(gemm->bufs[static_cast<size_t>(*bufs.begin())]->size, int64_t{8} * 32 * 24 * 24) << "grad_output's";
+  Context off({{"GEMM_PREFETCH", 0}});
+  Kernel k0(Access::uop(gemm->ast), ren);
+  k0.hand_coded_optimizations();
+  for (const UOp& u : k0.linearize()) EXPECT_NE(u->op, Ops::PREFETCH);
+}
+
+// A strided conv's weight gradient by phases: the phases read grad_output from one copy laid out as the CPU GEMM's
+// panels (tensor/conv.cpp panel_copy), so none of their GEMMs packs it again (before: one pack per phase).
+TEST(ConvBackward, StridedWeightGradientPhasesShareOnePanelCopy) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({32, 64, 28, 28}, o), w = Tensor::empty({64, 64, 3, 3}, o), r = Tensor::empty({32, 64, 14, 14}, o);
+  w.requires_grad_();
+  (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
+  ClangRenderer ren;
+  int gemms = 0, packed = 0;
+  for (const ScheduleItem& si : w.grad()->schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    if (!k.reduceop() || si.bufs.size() != 3) continue;
+    bool mul = false;   // the phase GEMMs: a SUM of a product of two buffers
+    for (const UOp& u : Access::uop(si.ast).toposort()) mul = mul || is_alu(u, BinaryOps::MUL);
+    if (!mul) continue;
+    gemms++;
+    packed += cpu_gemm_pack(Access::uop(si.ast), ren).has_value();
+  }
+  EXPECT_EQ(gemms, 4);
+  EXPECT_EQ(packed, 0);
+}
+
+// A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases are 15 positions wide, rounded
+// to 16 (tensor/conv.cpp strided_input_grad), so every phase conv's register tile is one 16-lane vector of
+// positions x 8 input channels x 2 images: 16 float16 accumulators, not float2 ones along unrolled kernel taps
+// (a 2-tap phase) nor 8 images' scattered windows as the rows.
+TEST(ConvBackward, StridedInputGradientPhasesTileWholeRows) {
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({4, 16, 28, 28}, o), w = Tensor::empty({16, 16, 3, 3}, o), r = Tensor::empty({4, 16, 14, 14}, o);
+  x.requires_grad_();
+  (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
+  ClangRenderer ren;
+  int phases = 0;
+  for (const ScheduleItem& si : x.grad()->schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    Kernel k(Access::uop(si.ast), ren);
+    if (!k.reduceop()) continue;
+    k.hand_coded_optimizations();
+    int accs = 0, lanes = 0;
+    for (const UOp& u : k.linearize())
+      if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::max<int>(lanes, u->dtype.count);
+    SCOPED_TRACE(k.name());
+    EXPECT_EQ(lanes, 16);
+    EXPECT_EQ(accs, 16) << "8 input channels x 2 images";
+    phases++;
+  }
+  EXPECT_EQ(phases, 4);
 }
 
 // A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds

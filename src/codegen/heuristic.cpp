@@ -514,6 +514,28 @@ bool reduce_unrolls_as_vectors(const Kernel& k, int64_t lanes) {
   return true;
 }
 
+// A tile of one vector per row (an output row of exactly 16 lanes: a strided conv's input-gradient phase,
+// the rows its input channels) gets a second vector from another output axis the scalar (broadcast)
+// inputs don't vary along (an image, an output row): each broadcast then feeds two FMAs, 8 rows x 2
+// vectors = 16 accumulators, 2 + 8 loads per 16 FMAs instead of 1 + 8 per 8.
+void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
+  if (vector_inputs.empty() || !getenv("CPU_TILE_VROWS", 1)) return;
+  for (int64_t a = k.first_reduce() - 1; a >= 0; a--) {
+    if (k.full_shape()[a] % 2 != 0 || k.symbolic_axis(a)) continue;
+    bool ok = true, varies = false;
+    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+      const bool vec = std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end();
+      const auto st = stride_of(k, i, a);
+      if (vec) varies = varies || st != 0;
+      else ok = read_after_reduce(k, i) || st == 0;
+    }
+    if (!ok || !varies) continue;
+    if (debug() >= 4) std::cout << "cpu second vector row : axis " << a << "\n";
+    k.apply_opt({OptOps::UPCAST, a, 2});
+    return;
+  }
+}
+
 void cpu_optimizations(Kernel& k) {
   upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
@@ -549,6 +571,7 @@ void cpu_optimizations(Kernel& k) {
       if (reuses(axis) && tile_rows(axis) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());
   const int64_t fr_before = k.first_reduce();
+  bool one_vector = false;   // the vector axis is exactly one vector: no second vector per tile row
   if (vaxis) {
     // a short axis is upcast whole (20 = 4 x 5: a vector of 16 and one of 4 per row)
     const int64_t size = k.full_shape()[*vaxis], amt = largest_divisor(size, {lanes, lanes / 2, 4, 2});
@@ -560,6 +583,7 @@ void cpu_optimizations(Kernel& k) {
       // with a register tile, two vectors per row: 8 rows x 2 vectors is 16 accumulators of the 32
       // AVX-512 registers, and each broadcast feeds two FMAs (measured 1.5-2x over one vector per row)
       else if (!choices.empty() && amt == lanes && rest % 2 == 0) k.apply_opt({OptOps::UPCAST, *vaxis, 2});
+      else one_vector = amt == lanes && rest == 1;
     }
   }
   if (!choices.empty()) {
@@ -582,6 +606,7 @@ void cpu_optimizations(Kernel& k) {
       k.apply_opt({OptOps::UPCAST, axis, tile_rows(axis)});
     }
   }
+  if (vaxis && !choices.empty() && one_vector) second_vector_row(k, vector_inputs);
   if (vaxis && !choices.empty()) swap_for_l2(k, vector_inputs);
   // small reduce loops are unrolled (conv windows); a long one over contiguous memory, when the
   // output has no vector axis, is unrolled by a vector's lanes: the lowerer keeps a vector accumulator
@@ -610,7 +635,10 @@ void cpu_optimizations(Kernel& k) {
     const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {k.sym_splits_global() ? lanes / 2 : lanes, 8, 4}) : 1;
     // up to 256 lanes of accumulators, or 20 full vectors (a 4 x 5 tile: 20 + 9 loaded of 32 AVX-512 registers)
     if (vlanes > 1 && (up * vlanes <= 256 || (vlanes == lanes && up <= 20))) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
-    else if (s <= 32 && up * s <= 256) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
+    // (not under a tile of whole vectors: the lowerer's accumulators then run along the unrolled taps,
+    // 64 float2 where the tile wanted 8 float16: a 2-tap conv phase ran 10x slower)
+    else if (s <= 32 && up * s <= 256 && !(vaxis && up >= lanes))
+      k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
   }
   if (k.upcasted == 0 && cpu_transpose_tile(k)) return;
   if (k.upcasted == 0 && k.first_reduce() == k.first_upcast() && k.first_reduce() > 0 && k.full_unupcasted_shape().back() % 4 == 0)

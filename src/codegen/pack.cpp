@@ -111,6 +111,10 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       // the output is stored along N: contiguous, or strided after a long reduce (a conv's output
       // channels: one scattered store per output against K loads and FMAs)
       if (is_reduce(v) || !so[v] || (*so[v] != 1 && K < 64) || !bcast(sa[v]) || bcast(sb[v]) || full[v] % lanes != 0) continue;
+      // already panel-shaped: consecutive lanes along N and the next k within a cache line or two. The GEMM
+      // reads it as it is, and the other operand isn't packed instead (a strided conv's 1x1 phase, whose
+      // weight gradient reads grad_output's panel copy, packed x's phase instead: tensor/conv.cpp panel_copy)
+      if (sb[v] == 1 && sb[r] && *sb[r] > 0 && *sb[r] * 4 <= 2 * 64) return std::nullopt;
       // the rows: an output axis b is broadcast along and a isn't; every other axis b reads must be a batch axis of a too
       int64_t rows = 0;
       bool ok = true;
@@ -133,8 +137,6 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
           nc *= blk;
           break;
         }
-      // already panel-shaped: consecutive lanes along N and the next k within a cache line or two
-      if (sb[v] == 1 && sb[r] && *sb[r] > 0 && *sb[r] * 4 <= 2 * 64) continue;
       // the panel (K x nc) must stay in half the L2 (no K-blocking here); the work must dwarf the copy
       if (K * nc * 4 > l2_bytes() / 2 || K < 16) continue;   // (nc was only widened within it)
       int64_t bsize = full[v] * K, work = 1;

@@ -181,6 +181,16 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
     L[j] = (in[j] + pl + pr + s[j] - 1) / s[j];
     kmax[j] = (K[j] + s[j] - 1) / s[j];
   }
+  // The last dim's phase length rounded up to a multiple of 16 where that adds at most 1/8 (15 -> 16 for a
+  // 28-wide input at stride 2): the phase convs' rows are then whole AVX-512 vectors, the register tile
+  // runs along them with the input channels as its rows (one grad_output vector per 8 broadcast weights),
+  // where 15-wide rows left the batch as the tile's rows, 8 images' windows read a float each
+  // (resnet_s2_bw's phases: 8.1 -> 4.5 ms CPU). The extra positions read the padding's zeros and are cut
+  // off with the rest. CONV_PHASE_ROUND=0 keeps the exact length.
+  // (CPU only: a GPU's threads don't need whole vectors per row)
+  if (const int64_t r = getenv("CONV_PHASE_ROUND", 16);
+      g.device().rfind("CPU", 0) == 0 && r > 1 && L[n - 1] % r != 0 && (L[n - 1] / r + 1) * r * 8 <= L[n - 1] * 9)
+    L[n - 1] = (L[n - 1] / r + 1) * r;
   // grad_output padded once: by the most taps less one on the left, and on the right as far as every
   // phase's window of it reaches. Each phase's conv then yields its L positions (the ones past the
   // grad's reach read zeros): an output as wide for every phase, not O + taps - 1 (an odd 11 left a
@@ -216,10 +226,29 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
 // with co the unit-stride output axis (a GEMM's N: grad_output is its B operand, read one co panel at a
 // time) and the reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose
 // partial sums add up in a second small kernel: one block's B panel then stays in cache.
-Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, const Shape& d, int groups, int64_t cout) {
+// grad_output (bs, groups*rcout, *o) copied once as panels of kPanel output channels, (groups, rcout/kPanel,
+// bs, *o, kPanel): the layout the CPU GEMM packs its B operand into (codegen/pack.cpp), so the weight
+// gradients of a strided conv's phases, which all read the same grad_output, share one copy instead of
+// packing it once each (resnet_s2_bw: 4 x 0.17 ms).
+constexpr int64_t kPanel = 32;
+std::optional<Tensor> panel_copy(const Tensor& g, int groups) {
+  const int64_t rcout = g.shape()[1] / groups;
+  if (g.device().rfind("CPU", 0) != 0 || rcout % kPanel != 0 || !getenv("CONV_DW_PANEL", 1)) return std::nullopt;
+  const size_t n = g.shape().size() - 2;
+  Shape split{g.shape()[0], groups, rcout / kPanel, kPanel};
+  split.insert(split.end(), g.shape().begin() + 2, g.shape().end());
+  std::vector<int> perm{1, 2, 0};
+  for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + j));
+  perm.push_back(3);
+  return g.reshape(split).permute(perm).contiguous();
+}
+
+// g: grad_output (bs, cout, *o), or its panel_copy when panel is set
+Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, const Shape& d, int groups, int64_t cout,
+                   bool panel = false) {
   const size_t n = K.size();
   const int64_t bs = xp.shape()[0], cin = xp.shape()[1] / groups, rcout = cout / groups;
-  Shape O(g.shape().begin() + 2, g.shape().end());
+  const Shape O = panel ? Shape(g.shape().begin() + 3, g.shape().end() - 1) : Shape(g.shape().begin() + 2, g.shape().end());
   int64_t per_image = 1;
   for (int64_t v : O) per_image *= v;
   int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
@@ -238,7 +267,22 @@ Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shap
   gsplit.insert(gsplit.end(), O.begin(), O.end());
   std::vector<int> red{1};
   for (size_t j = 0; j < n; j++) red.push_back(static_cast<int>(4 + j));
-  Tensor part = (xw.reshape(xr) * g.reshape(gsplit).permute(glast).reshape(gr)).sum(red);   // (nb, groups, cin, *k, rcout)
+  Tensor gb = g.reshape(gsplit).permute(glast).reshape(gr), xb = xw.reshape(xr);
+  if (panel) {
+    // the panels as a last pair of axes (rcout/kPanel, kPanel): (groups, np, bs, *o, P) -> (bs, groups, *o, np, P)
+    std::vector<int> bfirst{2, 0};
+    for (size_t j = 0; j < n; j++) bfirst.push_back(static_cast<int>(3 + j));
+    bfirst.insert(bfirst.end(), {1, static_cast<int>(3 + n)});
+    Shape gp = gr, xq = xr;
+    gp.back() = rcout / kPanel, gp.push_back(kPanel), xq.push_back(1);
+    gb = g.permute(bfirst).reshape(gp), xb = xw.reshape(xq);
+  }
+  Tensor part = (xb * gb).sum(red);   // (nb, groups, cin, *k, rcout) (panels: rcout as (np, P))
+  if (panel) {
+    Shape merged = part.shape();
+    merged.pop_back(), merged.back() = rcout;
+    part = part.reshape(merged);
+  }
   std::vector<int> co_first{0, static_cast<int>(2 + n), 1};   // (groups, cin, *k, rcout) -> (groups, rcout, cin, *k)
   for (size_t j = 0; j < n; j++) co_first.push_back(static_cast<int>(2 + j));
   Shape out{cout, cin};
@@ -293,6 +337,7 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
   phase_first.insert(phase_first.end(), {0, 1});
   for (size_t j = 0; j < n; j++) phase_first.push_back(static_cast<int>(2 + 2 * j));
   const Tensor xs = pad_or_cut(xp, to_whole).reshape(split).permute(phase_first).contiguous();
+  const std::optional<Tensor> gpanel = panel_copy(g, groups);
   std::optional<Tensor> dw;
   for_each_phase(K, s, [&](const Shape& r, const Shape& kr) {
     // x_r[y] = xp[y*s + r] for the O + kr - 1 positions the phase's windows read: a view of xs
@@ -304,7 +349,7 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
     Shape xshape{xp.shape()[0], xp.shape()[1]};
     for (size_t j = 0; j < n; j++) xshape.push_back(O[j] + kr[j] - 1);
     const Tensor xr = detail::slice_pad(xs, win).reshape(xshape);
-    Tensor part = weight_grad(xr, g, kr, Shape(n, 1), Shape(n, 1), groups, cout);   // (cout, cin, *kr)
+    Tensor part = weight_grad(xr, gpanel ? *gpanel : g, kr, Shape(n, 1), Shape(n, 1), groups, cout, gpanel.has_value());   // (cout, cin, *kr)
     // tap j of the phase is tap r + s*j: kr -> kmax taps, each in a 1-long slot at r among s
     Shape slots{part.shape()[0], part.shape()[1]};
     std::vector<std::pair<int64_t, int64_t>> fill{{0, 0}, {0, 0}}, place{{0, 0}, {0, 0}};
