@@ -15,6 +15,7 @@
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
@@ -612,6 +613,46 @@ TEST(TCGemm, PTXSimtFp32) {
   EXPECT_EQ(p.global_size[0], 32 * 32);
 }
 
+// ALLOW_TF32=1: an fp32 GEMM runs on TF32 tensor cores (mma.sync m16n8k8 with tf32 operands, the template's
+// cp.async pipeline; K-major operands by ldmatrix, M/N-major ones by scalar shared loads) on sm_80 and sm_90;
+// off (the default, as in torch), or on sm_75, it stays on the SIMT template with no tf32 instruction
+TEST(TCGemm, PTXTf32) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  static const CUDARenderer sm90r("sm_90");
+  const UOp plain = last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32)));
+  const UOp at = last_ast(mat({256, 512}, dtypes::float32).transpose().matmul(mat({256, 384}, dtypes::float32)));
+  const UOp bt = last_ast((mat({512, 256}, dtypes::float32).matmul(mat({384, 256}, dtypes::float32).transpose()) + mat({384}, dtypes::float32)).relu());
+  for (const UOp& ast : {plain, at, bt})
+    for (const Renderer* r : std::initializer_list<const Renderer*>{&sm80(), &sm90r}) {
+      const bool sm90 = r == &sm90r;
+      const std::string arch = sm90 ? "sm_90a" : "sm_80";
+      for (int round = 0; round < 2; round++) {
+        Context on({{"ALLOW_TF32", 1}, {"TF32_ROUND", round}});
+        const RenderedProgram p = template_program(ast, *r);
+        ASSERT_NE(p.src.find("(mma.sync tf32)"), std::string::npos) << arch << "\n" << p.src;
+        const std::string ptx = nvrtc().to_ptx(p.src, arch);
+        ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
+        EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), 16u) << arch;
+        EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u) << arch;
+        EXPECT_EQ(count(ptx, "fma.rn.f32"), 0u) << arch;
+        if (ast != bt) EXPECT_EQ(count(ptx, "ld.global.f32") + count(ptx, "ld.global.nc.f32"), 0u) << arch;   // bt: the bias
+        EXPECT_EQ(count(ptx, "cvt.rna.tf32.f32") > 0, round == 1) << arch;
+        EXPECT_EQ(count(ptx, "wgmma"), 0u) << arch;
+      }
+      Context off({{"ALLOW_TF32", 0}});
+      const RenderedProgram p = template_program(ast, *r);
+      ASSERT_NE(p.src.find("SIMT fp32"), std::string::npos) << p.src;
+      const std::string ptx = nvrtc().to_ptx(p.src, arch);
+      ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx;
+      EXPECT_EQ(count(ptx, "tf32"), 0u) << arch;
+      EXPECT_GE(count(ptx, "fma.rn.f32"), 512u) << arch;
+    }
+  Context on({{"ALLOW_TF32", 1}});
+  EXPECT_NE(template_program(plain, CUDARenderer("sm_75")).src.find("SIMT fp32"), std::string::npos);   // no TF32 before sm_80
+  // a matrix-vector product keeps the heuristic's kernel
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({1, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
+}
+
 // The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
 // ldmatrix and mma.sync warp-wide exchanges that follow the PTX ISA's fragment layouts. half is _Float16 and the
 // inputs are small integers, so the output must equal an interpretation of the AST exactly.
@@ -683,6 +724,31 @@ static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
     const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
     float s = C[row][col];
     for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+    c[i] = s;
+  }
+}
+// TF32: operands go in as fp32 bits (the tensor core ignores the low 13 mantissa bits); m16n8k8 fragments
+static unsigned tg_tf32(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
+static unsigned tg_tf32u(unsigned x) { return x; }
+static float emu_tf(unsigned bits) { bits &= ~0x1fffu; float f; std::memcpy(&f, &bits, 4); return f; }
+static void tg_mma_tf32(float* c, const unsigned* a, const unsigned* b) {
+  emu_warp& w = *emu_w;
+  for (int i = 0; i < 4; i++) w.a[emu_lane][i] = a[i], w.c[emu_lane][i] = c[i];
+  for (int i = 0; i < 2; i++) w.b[emu_lane][i] = b[i];
+  w.bar->arrive_and_wait();
+  float A[16][8], B[8][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    const int g = l >> 2, t = l & 3;
+    for (int j = 0; j < 4; j++) A[g + 8 * (j & 1)][t + 4 * (j >> 1)] = emu_tf(w.a[l][j]);
+    for (int j = 0; j < 2; j++) B[t + 4 * j][g] = emu_tf(w.b[l][j]);
+    for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = w.c[l][i];
+  }
+  w.bar->arrive_and_wait();
+  const int g = emu_lane >> 2, t = emu_lane & 3;
+  for (int i = 0; i < 4; i++) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = C[row][col];
+    for (int k = 0; k < 8; k++) s += A[row][k] * B[k][col];
     c[i] = s;
   }
 }
@@ -879,7 +945,10 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0; };
+  struct EmuCase {
+    const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0;
+    bool tf32 = false;
+  };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -918,6 +987,14 @@ TEST(TCGemm, WarpEmulated) {
        false, 16},
       {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
        false, 8, nullptr, 1},
+      // ALLOW_TF32: fp32 on mma.sync m16n8k8 (K-major operands by ldmatrix, M/N-major ones by scalar loads), both tiles
+      {"TF32 136x200x72, B N-major, 128-tile", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 128,
+       false, 8, nullptr, 0, true},
+      {"TF32 A^T B^T + bias + relu, 64-tile",
+       last_ast((mat({72, 136}, dtypes::float32).transpose().matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
+       0, 64, false, 8, nullptr, 0, true},
+      {"TF32 batched, A^T, K=44, sm_90", last_ast(mat({2, 44, 64}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 44, 72}, dtypes::float32))),
+       0, 0, true, 8, nullptr, 0, true},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
@@ -925,10 +1002,12 @@ TEST(TCGemm, WarpEmulated) {
     SCOPED_TRACE(c.what);
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
-                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)}});
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)},
+                                                   {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
-    ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
+    ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90 && !c.tf32) << p.src;
+    ASSERT_EQ(p.src.find("(mma.sync tf32)") != std::string::npos, c.tf32) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
     std::string src = p.src;
@@ -1124,6 +1203,39 @@ TEST(TensorCoresGPU, SimtFp32) {
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
     check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 1024, 1024, 1024, dtypes::float32, std::nullopt, false, true, false, 1e-5);
+  }
+}
+
+// ALLOW_TF32=1: fp32 GEMMs on TF32 tensor cores against fp32 on the CPU. TF32 keeps 10 mantissa bits, so the
+// error is ~1e-3 relative: within 5e-3, and above 1e-5 (an fp32 kernel's error is ~1e-7), which shows TF32 ran
+TEST(TensorCoresGPU, Tf32) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (std::atoi(get_device("CUDA").arch().c_str() + 3) < 80) GTEST_SKIP() << "TF32: sm_80+";
+  Tensor::manual_seed(19);
+  for (const char* round : {"0", "1"}) {
+    Context ctx(std::map<std::string, std::string>{{"ALLOW_TF32", "1"}, {"TF32_ROUND", round}});
+    clear_method_cache();   // TF32_ROUND is not part of the kernel cache's key
+    for (auto [b, m, k, n, ta, tb, epi] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool>>{
+             {1, 1024, 1024, 1024, false, false, false}, {1, 520, 264, 392, true, true, true}, {3, 136, 72, 200, false, true, false},
+             {1, 1000, 1000, 1000, false, false, false}, {1, 4096, 512, 4096, false, false, true}}) {
+      SCOPED_TRACE(std::string("TF32_ROUND=") + round);
+      Shape sa = ta ? Shape{k, m} : Shape{m, k}, sb = tb ? Shape{n, k} : Shape{k, n};
+      if (b > 1) sa.insert(sa.begin(), b), sb.insert(sb.begin(), b);
+      Tensor x = Tensor::randn(sa, {.device = "CPU"}).realize(), y = Tensor::randn(sb, {.device = "CPU"}).realize();
+      Tensor bias = Tensor::randn({n}, {.device = "CPU"}).realize();
+      auto f = [&](const Tensor& xx, const Tensor& yy, const Tensor& bb) {
+        Tensor r = (ta ? xx.transpose(-1, -2) : xx).matmul(tb ? yy.transpose(-1, -2) : yy);
+        return epi ? (r + bb).relu() : r;
+      };
+      std::vector<float> ref;
+      {
+        Context cpu({{"ALLOW_TF32", 0}});
+        ref = to_floats(f(x, y, bias));
+      }
+      const double err = rel_err(to_floats(f(x.to("CUDA"), y.to("CUDA"), bias.to("CUDA"))), ref);
+      EXPECT_LT(err, 5e-3) << b << "x" << m << "x" << k << "x" << n;
+      EXPECT_GT(err, 1e-5) << b << "x" << m << "x" << k << "x" << n << ": as exact as fp32, so TF32 was not used";
+    }
   }
 }
 
