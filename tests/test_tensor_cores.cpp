@@ -947,7 +947,7 @@ TEST(TCGemm, WarpEmulated) {
   std::mt19937 rng(11);
   struct EmuCase {
     const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0;
-    bool tf32 = false;
+    bool tf32 = false, simt_swz = false;
   };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
@@ -987,6 +987,12 @@ TEST(TCGemm, WarpEmulated) {
        false, 16},
       {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
        false, 8, nullptr, 1},
+      // SIMT_SWZ=1: the transposed (K-major) operands' shared-memory columns swizzled per k quad, both k tiles
+      {"SIMT fp32 swizzled A and B^T, k tile 16, + bias + relu",
+       last_ast((mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()), 0, 0,
+       false, 16, nullptr, 1, false, true},
+      {"SIMT fp32 swizzled A, k tile 8, K=44", last_ast(mat({136, 44}, dtypes::float32).matmul(mat({44, 72}, dtypes::float32))), 0, 0, false, 8,
+       nullptr, 0, false, true},
       // ALLOW_TF32: fp32 on mma.sync m16n8k8 (K-major operands by ldmatrix, M/N-major ones by scalar loads), both tiles
       {"TF32 136x200x72, B N-major, 128-tile", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 128,
        false, 8, nullptr, 0, true},
@@ -1003,11 +1009,12 @@ TEST(TCGemm, WarpEmulated) {
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
                                                    {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)},
-                                                   {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
+                                                   {"ALLOW_TF32", c.tf32 ? "1" : "0"}, {"SIMT_SWZ", c.simt_swz ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90 && !c.tf32) << p.src;
     ASSERT_EQ(p.src.find("(mma.sync tf32)") != std::string::npos, c.tf32) << p.src;
+    ASSERT_EQ(p.src.find("tra[k >> 2]") != std::string::npos, c.simt_swz) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
     std::string src = p.src;

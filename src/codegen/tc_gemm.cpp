@@ -877,11 +877,19 @@ std::string simt_load(const Operand& o, const std::string& reg, const std::strin
   }
   return s + "      }\n";
 }
-std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk) {
+// swz (SIMT_SWZ=1, K-major operands): the transposed store's column is XORed by (k/4) << simt_swz_shift (8 for
+// k tiles of 16: a warp stores 8 rows x 4 k quads; 16 for k tiles of 8: 16 rows x 2 quads). The warp's 32 scalar
+// stores then hit 32 distinct banks (unswizzled: a 4-way or 2-way conflict); a read's float4 chunks all move
+// together (one k), so it stays one wavefront.
+int simt_swz_shift(int bk) { return bk == 16 ? 3 : 4; }
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk, bool swz) {
   std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
-  if (o.k_major)
-    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
-         "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
+  if (o.k_major) {
+    const std::string col = swz ? "(lr ^ ((lk >> 2) << " + S(simt_swz_shift(bk)) + "))" : "lr";
+    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][" + col + "] = " + reg + "[it].x; " +
+         sm + "[buf][lk + 1][" + col + "] = " + reg + "[it].y; " + sm + "[buf][lk + 2][" + col + "] = " + reg + "[it].z; " + sm + "[buf][lk + 3][" +
+         col + "] = " + reg + "[it].w;\n";
+  }
   else
     s += "        const int lk = e >> 5, lr = (e & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "[it];\n";
   return s + "      }\n";
@@ -906,12 +914,20 @@ std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::strin
   s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
   s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
   s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
-  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk) + simt_store(p.b, "rb", "tg_bs", bk) + "  };\n";
+  const bool swz = getenv("SIMT_SWZ", 0) != 0, swz_a = swz && p.a.k_major, swz_b = swz && p.b.k_major;
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk, swz_a) + simt_store(p.b, "rb", "tg_bs", bk, swz_b) + "  };\n";
+  // the reads' columns per k quad (swizzled operands): 4 offsets, indexed by a constant in the unrolled k loop
+  const std::string q = S(bk / 4), sh = S(simt_swz_shift(bk));
+  if (swz_a) s += "  int tra[" + q + "];\n#pragma unroll\n  for (int i = 0; i < " + q + "; i++) tra[i] = tr ^ (i << " + sh + ");\n";
+  if (swz_b) s += "  int tcb[" + q + "];\n#pragma unroll\n  for (int i = 0; i < " + q + "; i++) tcb[i] = tc ^ (i << " + sh + ");\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
   s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
   s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n";
-  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
-  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
+  const std::string ra = swz_a ? "tra[k >> 2]" : "tr", rb = swz_b ? "tcb[k >> 2]" : "tc";
+  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][" + ra + "]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + " +
+       ra + "]);\n";
+  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][" + rb + "]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + " +
+       rb + "]);\n";
   s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
   s += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n    }\n";
   s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
