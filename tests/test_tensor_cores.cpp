@@ -407,6 +407,10 @@ RenderedProgram template_program(const UOp& ast, const Renderer& r = sm80()) {
   return k.to_program();
 }
 bool is_template(const RenderedProgram& p) { return p.src.find("tg_cp_async16") != std::string::npos; }
+// the template's TF32 kernel (mma.sync m16n8k8 or wgmma k8 with tf32 operands)
+bool is_tf32(const RenderedProgram& p) {
+  return p.src.find("tg_mma_tf32(c[") != std::string::npos || p.src.find("tg_wgmma_tf32(d, ") != std::string::npos;
+}
 
 // trans: the PTX has ldmatrix.trans (an M/N-major operand); kmajor: A or B is K-major (wgmma applies on sm_90)
 struct GemmCase { const char* what; UOp ast; int64_t tc_opt; bool trans; bool kmajor = true; };
@@ -613,9 +617,9 @@ TEST(TCGemm, PTXSimtFp32) {
   EXPECT_EQ(p.global_size[0], 32 * 32);
 }
 
-// ALLOW_TF32=1: an fp32 GEMM runs on TF32 tensor cores (mma.sync m16n8k8 with tf32 operands, the template's
-// cp.async pipeline; K-major operands by ldmatrix, M/N-major ones by scalar shared loads) on sm_80 and sm_90;
-// off (the default, as in torch), or on sm_75, it stays on the SIMT template with no tf32 instruction
+// ALLOW_TF32=1: an fp32 GEMM runs on TF32 tensor cores in the template's cp.async pipeline: mma.sync m16n8k8 on
+// sm_80 (and sm_90 with TC_WGMMA=0), wgmma m64nNk8 on sm_90; K-major register operands by ldmatrix, M/N-major ones
+// by scalar shared loads. Off (the default, as in torch), or on sm_75, it stays on the SIMT template (no tf32)
 TEST(TCGemm, PTXTf32) {
   if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
   static const CUDARenderer sm90r("sm_90");
@@ -626,18 +630,25 @@ TEST(TCGemm, PTXTf32) {
     for (const Renderer* r : std::initializer_list<const Renderer*>{&sm80(), &sm90r}) {
       const bool sm90 = r == &sm90r;
       const std::string arch = sm90 ? "sm_90a" : "sm_80";
-      for (int round = 0; round < 2; round++) {
-        Context on({{"ALLOW_TF32", 1}, {"TF32_ROUND", round}});
+      for (int variant = 0; variant < (sm90 ? 3 : 2); variant++) {   // TF32_ROUND=0, 1; sm_90: mma.sync (TC_WGMMA=0)
+        const bool round = variant == 1, wgmma = sm90 && variant < 2 && ast != at;   // at: no operand is K-major
+        Context on({{"ALLOW_TF32", 1}, {"TF32_ROUND", round}, {"TC_WGMMA", wgmma}});
         const RenderedProgram p = template_program(ast, *r);
-        ASSERT_NE(p.src.find("(mma.sync tf32)"), std::string::npos) << arch << "\n" << p.src;
+        ASSERT_TRUE(is_tf32(p)) << arch << "\n" << p.src;
         const std::string ptx = nvrtc().to_ptx(p.src, arch);
         ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
-        EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), 16u) << arch;
+        if (wgmma) {
+          EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n") , 2u) << arch;
+          EXPECT_GE(count(ptx, "k8.f32.tf32.tf32"), 2u) << arch;
+          EXPECT_EQ(count(ptx, "mma.sync"), 0u) << arch;
+        } else {
+          EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), 16u) << arch;
+          EXPECT_EQ(count(ptx, "wgmma"), 0u) << arch;
+        }
         EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u) << arch;
         EXPECT_EQ(count(ptx, "fma.rn.f32"), 0u) << arch;
         if (ast != bt) EXPECT_EQ(count(ptx, "ld.global.f32") + count(ptx, "ld.global.nc.f32"), 0u) << arch;   // bt: the bias
-        EXPECT_EQ(count(ptx, "cvt.rna.tf32.f32") > 0, round == 1) << arch;
-        EXPECT_EQ(count(ptx, "wgmma"), 0u) << arch;
+        EXPECT_EQ(count(ptx, "cvt.rna.tf32.f32") > 0, round) << arch;
       }
       Context off({{"ALLOW_TF32", 0}});
       const RenderedProgram p = template_program(ast, *r);
@@ -845,6 +856,30 @@ template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsign
   }
   w.bar->arrive_and_wait();
 }
+// TF32 wgmma m64nNk8: A fragments as mma.sync m16n8k8's (warp w rows 16w..), the descriptor's rows of 4-byte k
+template <int ND> static void tg_wgmma_tf32(float (&d)[ND], const unsigned* a, unsigned long long desc) {
+  emu_wgroup& w = *emu_g;
+  for (int i = 0; i < 4; i++) w.a[emu_gtid][i] = a[i];
+  if (emu_gtid == 0) w.desc = desc;
+  w.bar->arrive_and_wait();
+  const int wi = emu_gtid / 32, l = emu_gtid % 32, g = l >> 2, t = l & 3;
+  float A[2][8];
+  for (int rr = 0; rr < 2; rr++)
+    for (int k = 0; k < 8; k++) A[rr][k] = emu_tf(w.a[wi * 32 + g * 4 + k % 4][rr + 2 * (k / 4)]);
+  for (int i = 0; i < ND; i++) {
+    const int rr = (i & 3) >> 1, col = (i >> 2) * 8 + 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 8; k++) {
+      unsigned long long ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 4 * k;
+      ad ^= ((ad >> 7) & 3) << 4;
+      unsigned bits;
+      std::memcpy(&bits, reinterpret_cast<const void*>(ad), 4);
+      s += A[rr][k] * emu_tf(bits);
+    }
+    d[i] = s;
+  }
+  w.bar->arrive_and_wait();
+}
 struct emu_ptr { void* p; template <class T> operator T*() const { return static_cast<T*>(p); } };
 )";
 const char* kGemmEmuLaunch = R"(
@@ -999,8 +1034,16 @@ TEST(TCGemm, WarpEmulated) {
       {"TF32 A^T B^T + bias + relu, 64-tile",
        last_ast((mat({72, 136}, dtypes::float32).transpose().matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
        0, 64, false, 8, nullptr, 0, true},
-      {"TF32 batched, A^T, K=44, sm_90", last_ast(mat({2, 44, 64}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 44, 72}, dtypes::float32))),
-       0, 0, true, 8, nullptr, 0, true},
+      {"TF32 wgmma batched, A^T (M-major, through registers), B^T, K=44",
+       last_ast(mat({2, 44, 64}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 72, 44}, dtypes::float32).transpose(-1, -2))), 0, 0, true, 8,
+       nullptr, 0, true},
+      {"TF32 mma.sync, A^T and B N-major (no K-major operand)",
+       last_ast(mat({44, 64}, dtypes::float32).transpose().matmul(mat({44, 72}, dtypes::float32))), 0, 64, false, 8, nullptr, 0, true},
+      {"TF32 wgmma 136x200x72, B N-major (A K-major by descriptor)",
+       last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0, true, 8, nullptr, 0, true},
+      {"TF32 wgmma B^T + bias + relu (A K-major through registers)",
+       last_ast((mat({72, 40}, dtypes::float32).matmul(mat({200, 40}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()), 0, 0,
+       true, 8, nullptr, 0, true},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
@@ -1012,8 +1055,8 @@ TEST(TCGemm, WarpEmulated) {
                                                    {"ALLOW_TF32", c.tf32 ? "1" : "0"}, {"SIMT_SWZ", c.simt_swz ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
-    ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90 && !c.tf32) << p.src;
-    ASSERT_EQ(p.src.find("(mma.sync tf32)") != std::string::npos, c.tf32) << p.src;
+    ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
+    ASSERT_EQ(is_tf32(p), c.tf32) << p.src;
     ASSERT_EQ(p.src.find("tra[k >> 2]") != std::string::npos, c.simt_swz) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
@@ -1219,13 +1262,14 @@ TEST(TensorCoresGPU, Tf32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   if (std::atoi(get_device("CUDA").arch().c_str() + 3) < 80) GTEST_SKIP() << "TF32: sm_80+";
   Tensor::manual_seed(19);
-  for (const char* round : {"0", "1"}) {
-    Context ctx(std::map<std::string, std::string>{{"ALLOW_TF32", "1"}, {"TF32_ROUND", round}});
-    clear_method_cache();   // TF32_ROUND is not part of the kernel cache's key
+  // raw fp32 bits, cvt.rna rounding, and mma.sync instead of wgmma on sm_90
+  for (auto [round, wgmma] : std::vector<std::pair<const char*, const char*>>{{"0", "1"}, {"1", "1"}, {"0", "0"}}) {
+    Context ctx(std::map<std::string, std::string>{{"ALLOW_TF32", "1"}, {"TF32_ROUND", round}, {"TC_WGMMA", wgmma}});
+    clear_method_cache();   // TF32_ROUND and TC_WGMMA are not part of the kernel cache's key
     for (auto [b, m, k, n, ta, tb, epi] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool>>{
              {1, 1024, 1024, 1024, false, false, false}, {1, 520, 264, 392, true, true, true}, {3, 136, 72, 200, false, true, false},
              {1, 1000, 1000, 1000, false, false, false}, {1, 4096, 512, 4096, false, false, true}}) {
-      SCOPED_TRACE(std::string("TF32_ROUND=") + round);
+      SCOPED_TRACE(std::string("TF32_ROUND=") + round + " TC_WGMMA=" + wgmma);
       Shape sa = ta ? Shape{k, m} : Shape{m, k}, sb = tb ? Shape{n, k} : Shape{k, n};
       if (b > 1) sa.insert(sa.begin(), b), sb.insert(sb.begin(), b);
       Tensor x = Tensor::randn(sa, {.device = "CPU"}).realize(), y = Tensor::randn(sb, {.device = "CPU"}).realize();

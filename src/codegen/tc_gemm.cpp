@@ -48,7 +48,7 @@ struct Plan {
   UOp store, reduce;
   TensorCore tc;                    // SIMT: only dtype_in/out (float32) are set
   bool simt = false;                // no tensor core: the fp32 register-blocked template (render_simt)
-  bool tf32 = false;                // fp32 on TF32 tensor cores (ALLOW_TF32=1): mma.sync m16n8k8 in render()
+  bool tf32 = false;                // fp32 on TF32 tensor cores (ALLOW_TF32=1): wgmma k8 (sm_90) or mma.sync m16n8k8
   int vec() const { return 16 / static_cast<int>(tc.dtype_in.itemsize()); }   // elements of one 16-byte chunk
 };
 
@@ -556,17 +556,19 @@ TG_WGMMA_FN
 #endif
 )";
 
-std::string wgmma_fn(int n) {
+// tg_wgmma: m64n{n}k16 of 16-bit inputs (TG_IN); tf32: tg_wgmma_tf32, m64n{n}k8 (no transpose operand: S is K-major)
+std::string wgmma_fn(int n, bool tf32 = false) {
   const int nd = n / 2;
   std::string regs, outs;
   for (int i = 0; i < nd; i++) {
     regs += (i ? "," : "") + std::string("%") + S(i);
     outs += (i ? ", " : "") + std::string("\"+f\"(d[") + S(i) + "])";
   }
-  return "__device__ __forceinline__ void tg_wgmma(float* d, const unsigned* a, unsigned long long desc) {\n"
+  return std::string("__device__ __forceinline__ void ") + (tf32 ? "tg_wgmma_tf32" : "tg_wgmma") +
+         "(float* d, const unsigned* a, unsigned long long desc) {\n"
          "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + 5) + ", 0;\\n"
-         "wgmma.mma_async.sync.aligned.m64n" + S(n) + "k16.f32.TG_IN.TG_IN {" + regs + "}, {%" + S(nd) + ",%" + S(nd + 1) + ",%" +
-         S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + ", p, 1, 1, 0;\\n}\\n\"\n    : " + outs +
+         "wgmma.mma_async.sync.aligned.m64n" + S(n) + (tf32 ? "k8.f32.tf32.tf32 {" : "k16.f32.TG_IN.TG_IN {") + regs + "}, {%" + S(nd) + ",%" +
+         S(nd + 1) + ",%" + S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + (tf32 ? ", p, 1, 1;" : ", p, 1, 1, 0;") + "\\n}\\n\"\n    : " + outs +
          "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n}";
 }
 
@@ -574,13 +576,13 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   const Operand &R = s_is_b ? p.a : p.b, &Sop = s_is_b ? p.b : p.a;
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
   const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs;
-  const int bk = 32;
+  const int bk = 64 / static_cast<int>(p.tc.dtype_in.itemsize());   // 64-byte k rows: 32 halves, 16 floats (TF32)
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_r, tiles_s, c.br(), c.bs,
-                      replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)));
+                      replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs, p.tf32)) + (p.tf32 ? tf32_helpers() : ""));
   std::string s = o.src;
-  s += "  // block tile " + S(c.br()) + "x" + S(c.bs) + "x32, " + S(c.stages) + " stages, " + S(c.wgs) + " warpgroups of wgmma m64n" +
-       S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" +
+  s += "  // block tile " + S(c.br()) + "x" + S(c.bs) + "x" + S(bk) + ", " + S(c.stages) + " stages, " + S(c.wgs) + " warpgroups of wgmma m64n" +
+       S(c.bs) + (p.tf32 ? "k8 tf32 (" : "k16 (") + (s_is_b ? "A" : "B") + " through registers); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" +
        S(p.batch) + "\n";
   s += "  const int r0 = t0, s0 = t1;\n";
   s += "  const " + tin + "* pr = " + (s_is_b ? "ga" : "gb") + ";\n  const " + tin + "* ps = " + (s_is_b ? "gb" : "ga") + ";\n";
@@ -588,15 +590,17 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   s += "  __shared__ __align__(1024) " + tin + " tg_ss[" + S(c.stages * c.bs * bk) + "];\n";
   s += "  const int wr0 = warp * 16;   // this warp's 16 R rows (warpgroup warp / 4 holds rows 64*(warp/4)..)\n";
   s += "  float d[" + S(c.bs / 2) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
-  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(R, "pr", "tg_sr", c.br(), c.threads(), bk, rdim, p.K, "r0") + "    " +
-       tile_copy(Sop, "ps", "tg_ss", c.bs, c.threads(), bk, sdim, p.K, "s0") + "  };\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(R, "pr", "tg_sr", c.br(), c.threads(), bk, rdim, p.K, "r0", p.vec()) +
+       "    " + tile_copy(Sop, "ps", "tg_ss", c.bs, c.threads(), bk, sdim, p.K, "s0", p.vec()) + "  };\n";
   std::string compute;
   compute += "    const " + tin + "* sr = tg_sr + (kt % " + S(c.stages) + ") * " + S(c.br() * bk) + ";\n";
   compute += "    const " + tin + "* ss = tg_ss + (kt % " + S(c.stages) + ") * " + S(c.bs * bk) + ";\n";
   compute += "    unsigned af[2][4];\n#pragma unroll\n    for (int kk = 0; kk < 2; kk++) {\n      unsigned* r = af[kk];\n      " +
-             frag_load(R, true, "sr", c.br(), bk, "wr0") + "\n    }\n";
+             (p.tf32 ? frag_load_tf32(R, true, "sr", c.br(), bk, "wr0") : frag_load(R, true, "sr", c.br(), bk, "wr0")) + "\n    }\n";
   compute += "    tg_wgmma_fence();\n";
-  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) tg_wgmma(d, af[kk], tg_desc(ss + kk * 16));\n";
+  // a k step is 32 bytes of S's rows: 16 halves or 8 floats
+  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) " + std::string(p.tf32 ? "tg_wgmma_tf32" : "tg_wgmma") + "(d, af[kk], tg_desc(ss + kk * " +
+             S(bk / 2) + "));\n";
   // the next refill overwrites a stage this group reads: wait for it before the next barrier
   compute += "    tg_wgmma_commit();\n    tg_wgmma_wait<" + S(c.inflight) + ">();\n";
   s += k_loop(c.stages, c.stages - 1 - c.inflight, (p.K + bk - 1) / bk, "    tg_fence_async_smem();\n", compute);
@@ -611,8 +615,8 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
 
 // wgmma on sm_90 when one operand is K-major (TC_WGMMA=0: mma.sync). TC_WGMMA_CFG="warpgroups,bs,stages,min_blocks[,inflight]".
 std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
-  // TF32 stays on mma.sync: wgmma's tf32 form takes both shared-memory operands K-major only (no transpose)
-  if (sm < 90 || p.tf32 || getenv("TC_WGMMA", 1) == 0 || !(p.a.k_major || p.b.k_major)) return std::nullopt;
+  // TF32 too: its wgmma has no transpose, which S (K-major) doesn't need; R goes through registers either way
+  if (sm < 90 || getenv("TC_WGMMA", 1) == 0 || !(p.a.k_major || p.b.k_major)) return std::nullopt;
   if (const std::string e = getenv_str("TC_WGMMA_CFG"); !e.empty()) {
     int v[5] = {0, 0, 0, 0, 0};
     const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
@@ -965,7 +969,8 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     }
     std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
     const bool s_is_b = p.b.k_major;   // wgmma: S (the descriptor operand) must be K-major, B when it is, else A
-    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
+    // TMA copies 16-bit tiles of 64 k (tma_map): TF32 takes the cp.async wgmma kernel
+    std::optional<TmaCfg> tc = wc && !p.tf32 ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
     std::optional<TmaMap> mr, ms;
     if (tc) {
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
