@@ -358,9 +358,10 @@ std::string frag_load_tf32(const Operand& o, bool is_a, const std::string& sm, i
   return s;
 }
 
-// TF32 helpers: the m16n8k8 MMA and the operand conversion. TF32_ROUND=1 rounds each operand to TF32 (cvt.rna, one
-// instruction per fragment register); by default the fp32 bits go in as they are and the tensor core ignores the
-// low 13 mantissa bits (truncation, CUTLASS's 'fast' TF32: no conversion instructions in the k loop).
+// TF32 helpers: the m16n8k8 MMA and the operand conversion. By default the fp32 bits go in as they are and the
+// tensor core ignores the low 13 mantissa bits (truncation, CUTLASS's 'fast' TF32: no conversion instructions in
+// the k loop). TF32_ROUND=1 rounds the register operands to TF32 (cvt.rna, one instruction per fragment register):
+// both of mma.sync's, wgmma's R only (its S operand is read from shared memory as it was copied).
 std::string tf32_helpers() {
   const bool round = getenv("TF32_ROUND", 0) != 0;
   return std::string("#ifndef TG_GEMM_EMU\n") +
