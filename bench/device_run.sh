@@ -200,7 +200,7 @@ for l in sys.stdin:
   try: j = json.loads(l); print(j.get("tflops", j.get("error")), j.get("kernel", ""), end=" ")
   except Exception: pass')"
   }
-  for v in ${SIMT_VARS-SIMT_SWZ=1 SIMT_SWZ=1,SIMT_BK=8}; do x1 gemm_fp32_4096 ${v//,/ }; done
+  for v in ${SIMT_VARS-SIMT_SWZ=1 SIMT_SWZ=1,SIMT_BK=8 SIMT_ASYNC=1}; do x1 gemm_fp32_4096 ${v//,/ }; done
   for v in ${TF32_VARS-TC_WGMMA=0 TF32_ROUND=1 TC_WGMMA_CFG=1,128,4,2,1 TC_WGMMA_CFG=2,256,2,1,0}; do x1 gemm_fp32_tf32_4096 ${v//,/ }; done
   echo "== BEAM=2 search, 4096^3 fp16 (disk cache off)"
   CASES=beam_gemm_fp16_4096 REPS=10 timeout "${BEAM_TIMEOUT:-100}" "./$BUILD/bench/bench_gemm" > "$OUT/beam.jsonl" 2> "$OUT/beam.err"
