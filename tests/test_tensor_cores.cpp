@@ -617,6 +617,28 @@ TEST(TCGemm, PTXSimtFp32) {
   EXPECT_EQ(p.global_size[0], 32 * 32);
 }
 
+// SIMT_ASYNC=1: the k tiles come by cp.async (no register-staged global loads, no shared-memory stores); the K-major
+// A by 8-byte shared reads of its swizzled rows, B (N-major) by 16-byte reads
+TEST(TCGemm, PTXSimtAsyncFp32) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  Context async({{"SIMT_ASYNC", 1}});
+  const RenderedProgram p = template_program(last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32))));
+  ASSERT_NE(p.src.find("SIMT fp32 (cp.async)"), std::string::npos) << p.src;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const std::string ptx = nvrtc().to_ptx(p.src, arch);
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
+    EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 4u) << arch;
+    EXPECT_EQ(count(ptx, "ld.global"), 0u) << arch;
+    EXPECT_EQ(count(ptx, "st.shared"), 0u) << arch;
+    EXPECT_GE(count(ptx, "ld.shared.v2.f32"), 64u) << arch;
+    EXPECT_GE(count(ptx, "ld.shared.v4.f32"), 32u) << arch;
+    EXPECT_GE(count(ptx, "fma.rn.f32"), 1024u) << arch;
+  }
+  // both operands K-major: the register-staged kernel
+  EXPECT_EQ(template_program(last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32).transpose()))).src.find("cp.async)"),
+            std::string::npos);
+}
+
 // ALLOW_TF32=1: an fp32 GEMM runs on TF32 tensor cores in the template's cp.async pipeline: mma.sync m16n8k8 on
 // sm_80 (and sm_90 with TC_WGMMA=0), wgmma m64nNk8 on sm_90; K-major register operands by ldmatrix, M/N-major ones
 // by scalar shared loads. Off (the default, as in torch), or on sm_75, it stays on the SIMT template (no tf32)
