@@ -10,7 +10,7 @@
 #   tcsweep      test_tensor_cores with a fresh cache, TC_TMA=0, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs
 #                (TMA_CFGS, WG_CFGS, MMA_CFGS), the 4096^3 kernel's source and SASS mix
 #   gemmsweep    conv2d fp16 (implicit GEMM) over CONV_CFGS, fp32 over SIMT_VARS; DEBUG=2 lines and SASS mixes of both
-#   gemmx        fp32 4096^3 over SIMT_VARS and TF32 over TF32_VARS, the BEAM=2 search of the 4096^3 fp16 GEMM (BEAM_TIMEOUT,
+#   gemmx        fp32 4096^3 over FP32_VARS and TF32 over TF32_VARS ('+' joins one variant's variables), the BEAM=2 search of the 4096^3 fp16 GEMM (BEAM_TIMEOUT,
 #                default 100 s), beautiful_mnist's training step on CUDA (bench_train IMPL=tg)
 #   gpt2         test_gpt2 on CUDA, bench_gpt2 fp16 and fp32 against bench/torch_gpt2_decode.py, a DEBUG=2 step
 #   jit          bench_jit replays (and the decode step)
@@ -200,8 +200,9 @@ for l in sys.stdin:
   try: j = json.loads(l); print(j.get("tflops", j.get("error")), j.get("kernel", ""), end=" ")
   except Exception: pass')"
   }
-  for v in ${SIMT_VARS-SIMT_SWZ=1 SIMT_SWZ=1,SIMT_BK=8 SIMT_ASYNC=1}; do x1 gemm_fp32_4096 ${v//,/ }; done
-  for v in ${TF32_VARS-TC_WGMMA=0 TF32_ROUND=1 TC_WGMMA_CFG=1,128,4,2,1 TC_WGMMA_CFG=2,256,2,1,0}; do x1 gemm_fp32_tf32_4096 ${v//,/ }; done
+  # a variant's variables are joined by '+' (values may hold commas)
+  for v in ${FP32_VARS-SIMT_BK=8 SIMT_WARP=0}; do x1 gemm_fp32_4096 ${v//+/ }; done
+  for v in ${TF32_VARS-TC_WGMMA=0 TF32_ROUND=1 TC_WGMMA_CFG=1,128,4,2,1 TC_WGMMA_CFG=2,256,2,1,0}; do x1 gemm_fp32_tf32_4096 ${v//+/ }; done
   echo "== BEAM=2 search, 4096^3 fp16 (disk cache off)"
   CASES=beam_gemm_fp16_4096 REPS=10 timeout "${BEAM_TIMEOUT:-100}" "./$BUILD/bench/bench_gemm" > "$OUT/beam.jsonl" 2> "$OUT/beam.err"
   echo "beam rc=$? $(cut -c1-300 "$OUT/beam.jsonl")"

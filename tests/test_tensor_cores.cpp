@@ -617,28 +617,6 @@ TEST(TCGemm, PTXSimtFp32) {
   EXPECT_EQ(p.global_size[0], 32 * 32);
 }
 
-// SIMT_ASYNC=1: the k tiles come by cp.async (no register-staged global loads, no shared-memory stores); the K-major
-// A by 8-byte shared reads of its swizzled rows, B (N-major) by 16-byte reads
-TEST(TCGemm, PTXSimtAsyncFp32) {
-  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
-  Context async({{"SIMT_ASYNC", 1}});
-  const RenderedProgram p = template_program(last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32))));
-  ASSERT_NE(p.src.find("SIMT fp32 (cp.async)"), std::string::npos) << p.src;
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    const std::string ptx = nvrtc().to_ptx(p.src, arch);
-    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
-    EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 4u) << arch;
-    EXPECT_EQ(count(ptx, "ld.global"), 0u) << arch;
-    EXPECT_EQ(count(ptx, "st.shared"), 0u) << arch;
-    EXPECT_GE(count(ptx, "ld.shared.v2.f32"), 64u) << arch;
-    EXPECT_GE(count(ptx, "ld.shared.v4.f32"), 32u) << arch;
-    EXPECT_GE(count(ptx, "fma.rn.f32"), 1024u) << arch;
-  }
-  // both operands K-major: the register-staged kernel
-  EXPECT_EQ(template_program(last_ast(mat({256, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32).transpose()))).src.find("cp.async)"),
-            std::string::npos);
-}
-
 // ALLOW_TF32=1: an fp32 GEMM runs on TF32 tensor cores in the template's cp.async pipeline: mma.sync m16n8k8 on
 // sm_80 (and sm_90 with TC_WGMMA=0), wgmma m64nNk8 on sm_90; K-major register operands by ldmatrix, M/N-major ones
 // by scalar shared loads. Off (the default, as in torch), or on sm_75, it stays on the SIMT template (no tf32)
@@ -709,7 +687,6 @@ using std::min; using std::max;
 typedef _Float16 half;
 static half __hmax(half a, half b) { return a > b ? a : b; }
 struct alignas(16) float4 { float x, y, z, w; };
-struct alignas(8) float2 { float x, y; };
 static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 static float fmaf(float a, float b, float c) { return a * b + c; }
 struct emu_dim3 { int x, y, z; };
@@ -1005,7 +982,7 @@ TEST(TCGemm, WarpEmulated) {
   std::mt19937 rng(11);
   struct EmuCase {
     const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0;
-    bool tf32 = false, simt_swz = false, simt_async = false;
+    bool tf32 = false;
   };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
@@ -1045,20 +1022,6 @@ TEST(TCGemm, WarpEmulated) {
        false, 16},
       {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
        false, 8, nullptr, 1},
-      // SIMT_SWZ=1: the transposed (K-major) operands' shared-memory columns swizzled per k quad, both k tiles
-      {"SIMT fp32 swizzled A and B^T, k tile 16, + bias + relu",
-       last_ast((mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()), 0, 0,
-       false, 16, nullptr, 1, false, true},
-      {"SIMT fp32 swizzled A, k tile 8, K=44", last_ast(mat({136, 44}, dtypes::float32).matmul(mat({44, 72}, dtypes::float32))), 0, 0, false, 8,
-       nullptr, 0, false, true},
-      // SIMT_ASYNC=1: cp.async stages; K-major A (swizzled [rows][16 k]) with N-major B, M-major A with K-major B, neither
-      {"SIMT fp32 cp.async 136x200x72, K=72 (tail tile)", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0,
-       0, false, 16, nullptr, 1, false, false, true},
-      {"SIMT fp32 cp.async A^T B^T + bias + relu, K=44",
-       last_ast((mat({44, 136}, dtypes::float32).transpose().matmul(mat({200, 44}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
-       0, 0, false, 16, nullptr, 1, false, false, true},
-      {"SIMT fp32 cp.async batched A^T", last_ast(mat({2, 48, 64}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 48, 72}, dtypes::float32))),
-       0, 0, false, 16, nullptr, 1, false, false, true},
       // ALLOW_TF32: fp32 on mma.sync m16n8k8 (K-major operands by ldmatrix, M/N-major ones by scalar loads), both tiles
       {"TF32 136x200x72, B N-major, 128-tile", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 128,
        false, 8, nullptr, 0, true},
@@ -1083,14 +1046,11 @@ TEST(TCGemm, WarpEmulated) {
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
                                                    {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)},
-                                                   {"ALLOW_TF32", c.tf32 ? "1" : "0"}, {"SIMT_SWZ", c.simt_swz ? "1" : "0"},
-                                                   {"SIMT_ASYNC", c.simt_async ? "1" : "0"}});
+                                                   {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
     ASSERT_EQ(is_tf32(p), c.tf32) << p.src;
-    ASSERT_EQ(p.src.find("tra[k >> 2]") != std::string::npos, c.simt_swz) << p.src;
-    ASSERT_EQ(p.src.find("SIMT fp32 (cp.async)") != std::string::npos, c.simt_async) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
     std::string src = p.src;
@@ -1278,15 +1238,11 @@ TEST(TensorCoresGPU, TmaConfigs) {
 TEST(TensorCoresGPU, SimtFp32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(17);
-  // w: SIMT_WARP=1, s: SIMT_SWZ=1, a: SIMT_ASYNC=1 (its k tile is 16 whatever SIMT_BK says)
-  for (const char* bk : {"8", "16", "8w", "16w", "8ws", "16ws", "16wa"}) {
+  for (const char* bk : {"8", "16", "8w", "16w"}) {   // w: SIMT_WARP=1
     SCOPED_TRACE(std::string("SIMT_BK=") + bk);
-    const std::string v(bk);
-    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", v.substr(0, 1 + (v[1] == '6'))},
-                                                   {"SIMT_WARP", v.find('w') != std::string::npos ? "1" : "0"},
-                                                   {"SIMT_SWZ", v.find('s') != std::string::npos ? "1" : "0"},
-                                                   {"SIMT_ASYNC", v.find('a') != std::string::npos ? "1" : "0"}});
-    clear_method_cache();   // the SIMT_* variables are not part of the kernel cache's key: each variant compiles
+    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", std::string(bk, 1 + (bk[1] == '6'))},
+                                                   {"SIMT_WARP", std::string(bk).back() == 'w' ? "1" : "0"}});
+    clear_method_cache();   // SIMT_BK and SIMT_WARP are not part of the kernel cache's key: each variant compiles
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
     check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);

@@ -882,29 +882,14 @@ std::string simt_load(const Operand& o, const std::string& reg, const std::strin
   }
   return s + "      }\n";
 }
-// swz (SIMT_SWZ=1, K-major operands): the transposed store's column is XORed by (k/4) << simt_swz_shift (8 for
-// k tiles of 16: a warp stores 8 rows x 4 k quads; 16 for k tiles of 8: 16 rows x 2 quads). The warp's 32 scalar
-// stores then hit 32 distinct banks (unswizzled: a 4-way or 2-way conflict); a read's float4 chunks all move
-// together (one k), so it stays one wavefront.
-int simt_swz_shift(int bk) { return bk == 16 ? 3 : 4; }
-std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk, bool swz) {
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk) {
   std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
-  if (o.k_major) {
-    const std::string col = swz ? "(lr ^ ((lk >> 2) << " + S(simt_swz_shift(bk)) + "))" : "lr";
-    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][" + col + "] = " + reg + "[it].x; " +
-         sm + "[buf][lk + 1][" + col + "] = " + reg + "[it].y; " + sm + "[buf][lk + 2][" + col + "] = " + reg + "[it].z; " + sm + "[buf][lk + 3][" +
-         col + "] = " + reg + "[it].w;\n";
-  }
+  if (o.k_major)
+    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
+         "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
   else
     s += "        const int lk = e >> 5, lr = (e & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "[it];\n";
   return s + "      }\n";
-}
-
-// the SIMT kernels' epilogue: thread (tr, tc)'s 8x8 outputs, rows tr..tr+3 and 64+tr.., the same columns from tc
-std::string simt_epilogue(const Plan& p, const std::string& store) {
-  std::string s = "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
-  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
-  return s + "    " + in_bounds(p, 128, 128) + "\n      const float acc = c[i][j];\n      " + store + "\n    }\n  }\n}\n";
 }
 
 // SIMT_BK=8|16: the k tile. SIMT_WARP=1: a warp's 32 threads take 4x8 of the 16x16 4x4 cells (its float4 reads
@@ -926,81 +911,19 @@ std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::strin
   s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
   s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
   s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
-  const bool swz = getenv("SIMT_SWZ", 0) != 0, swz_a = swz && p.a.k_major, swz_b = swz && p.b.k_major;
-  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk, swz_a) + simt_store(p.b, "rb", "tg_bs", bk, swz_b) + "  };\n";
-  // the reads' columns per k quad (swizzled operands): 4 offsets, indexed by a constant in the unrolled k loop
-  const std::string q = S(bk / 4), sh = S(simt_swz_shift(bk));
-  if (swz_a) s += "  int tra[" + q + "];\n#pragma unroll\n  for (int i = 0; i < " + q + "; i++) tra[i] = tr ^ (i << " + sh + ");\n";
-  if (swz_b) s += "  int tcb[" + q + "];\n#pragma unroll\n  for (int i = 0; i < " + q + "; i++) tcb[i] = tc ^ (i << " + sh + ");\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk) + simt_store(p.b, "rb", "tg_bs", bk) + "  };\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
   s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
   s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n";
-  const std::string ra = swz_a ? "tra[k >> 2]" : "tr", rb = swz_b ? "tcb[k >> 2]" : "tc";
-  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][" + ra + "]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + " +
-       ra + "]);\n";
-  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][" + rb + "]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + " +
-       rb + "]);\n";
+  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
+  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
   s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
   s += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n    }\n";
   s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
-  return s + simt_epilogue(p, o.store);
-}
-
-// SIMT_ASYNC=1: the same 128x128 block tile and thread layout, k tiles of 16 copied by cp.async into 3 shared-memory
-// stages as they are laid out in memory (no register staging, no transposing stores; one barrier per k tile).
-// M/N-major tiles are [16 k][128]: a k's 4+4 values by two float4 reads, as above. K-major tiles are [128][16 k] with
-// the 16-byte chunk (4 k) XORed by (row/4)%4: a thread reads its 8 rows' next 2 k as 8 float2 (a warp's 4 distinct
-// rows of one read fall in distinct bank groups; 4 k as float4 would spill under the 128-register cap). Not when both operands are K-major (their 64 values would not fit
-// the 128 registers next to the accumulators).
-bool simt_async(const Plan& p) { return getenv("SIMT_ASYNC", 0) != 0 && !(p.a.k_major && p.b.k_major); }
-
-std::string render_simt_async(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
-  constexpr int bk = 16, stages = 3;
-  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128;
-  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
-  std::string s = o.src;
-  s += "  // SIMT fp32 (cp.async): block tile 128x128x16, 256 threads of 8x8, 3 shared-memory stages; M=" + S(p.M) + " N=" + S(p.N) +
-       " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  s += "  __shared__ __align__(16) float tg_as[" + S(stages * 128 * bk) + "];\n  __shared__ __align__(16) float tg_bs[" + S(stages * 128 * bk) + "];\n";
-  s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
-  s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
-  auto copy = [&](const Operand& o, const std::string& g, const std::string& sm, int64_t dim, const std::string& row0) {
-    std::string c = "#pragma unroll\n    for (int it = 0; it < 2; it++) {\n      const int e = tid + it * 256;\n";
-    if (o.k_major) {
-      c += "      const int rr = e >> 2, ch = e & 3, gr = " + row0 + " + rr, gk = kt * 16 + (ch << 2);\n      const bool ok = gr < " + S(dim) +
-           " && gk < " + S(p.K) + ";\n";
-      c += "      tg_cp_async16(" + sm + " + st * 2048 + rr * 16 + ((ch ^ ((rr >> 2) & 3)) << 2), " + g + " + (ok ? gr * " + S(o.s_row) +
-           " + gk : 0), ok ? 16 : 0);\n";
-    } else {
-      c += "      const int kr = e >> 5, ch = e & 31, gk = kt * 16 + kr, gr = " + row0 + " + (ch << 2);\n      const bool ok = gr < " + S(dim) +
-           " && gk < " + S(p.K) + ";\n";
-      c += "      tg_cp_async16(" + sm + " + st * 2048 + kr * 128 + (ch << 2), " + g + " + (ok ? gk * " + S(o.s_k) + " + gr : 0), ok ? 16 : 0);\n";
-    }
-    return c + "    }\n";
-  };
-  s += "  auto load_tile = [&](int st, int kt) {\n" + copy(p.a, "ga", "tg_as", p.M, "m0") + copy(p.b, "gb", "tg_bs", p.N, "n0") + "  };\n";
-  // one operand's 8 values (rows t, t+1, t+2, t+3, 64+t, ..) at k: from [k][128] per k, from a K-major tile per 4 k
-  auto quad = [&](const Operand& o, const std::string& sm, const std::string& t, const std::string& v) {
-    if (!o.k_major) return std::string();
-    // the 8 rows share (row/4)%4 (t is a multiple of 4): one swizzled column for all
-    return "      const int col = (((kq >> 1) ^ ((" + t + " >> 2) & 3)) << 2) + ((kq & 1) << 1);\n#pragma unroll\n      for (int i = 0; i < 8; i++) " +
-           v + "[i] = *reinterpret_cast<const float2*>(&" + sm + "[(" + t + " + (i & 3) + ((i >> 2) << 6)) * 16 + col]);\n";
-  };
-  auto at = [&](const Operand& o, const std::string& sm, const std::string& t, const std::string& v, const std::string& name) {
-    if (o.k_major) return "      float " + name + "[8];\n#pragma unroll\n      for (int i = 0; i < 8; i++) " + name + "[i] = (&" + v + "[i].x)[kk];\n";
-    return "      const float4 " + name + "0 = *reinterpret_cast<const float4*>(&" + sm + "[(kq * 2 + kk) * 128 + " + t + "]), " + name +
-           "1 = *reinterpret_cast<const float4*>(&" + sm + "[(kq * 2 + kk) * 128 + 64 + " + t + "]);\n      const float " + name + "[8] = {" +
-           name + "0.x, " + name + "0.y, " + name + "0.z, " + name + "0.w, " + name + "1.x, " + name + "1.y, " + name + "1.z, " + name + "1.w};\n";
-  };
-  std::string compute = "    const float* sa = tg_as + (kt % 3) * 2048;\n    const float* sb = tg_bs + (kt % 3) * 2048;\n";
-  compute += "#pragma unroll\n    for (int kq = 0; kq < 8; kq++) {\n";
-  if (p.a.k_major) compute += "      float2 qa[8];\n" + quad(p.a, "sa", "tr", "qa");
-  if (p.b.k_major) compute += "      float2 qb[8];\n" + quad(p.b, "sb", "tc", "qb");
-  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) {\n" + at(p.a, "sa", "tr", "qa", "av") + at(p.b, "sb", "tc", "qb", "bv");
-  compute += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n";
-  compute += "    }\n    }\n";
-  s += k_loop(stages, stages - 1, (p.K + bk - 1) / bk, "", compute);
-  return s + simt_epilogue(p, o.store);
+  s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
+  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
+  s += "    " + in_bounds(p, 128, 128) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
 }
 
 }  // namespace
@@ -1025,7 +948,7 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     prg.device = k.opts->device;
     auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
     if (p.simt) {
-      prg.src = simt_async(p) ? render_simt_async(p, *r, prg.function_name) : render_simt(p, *r, prg.function_name);
+      prg.src = render_simt(p, *r, prg.function_name);
       prg.global_size = {((p.M + 127) / 128) * ((p.N + 127) / 128), 1, p.batch};
       prg.local_size = {256, 1, 1};
     }
