@@ -1,14 +1,18 @@
 // GEMM and conv2d on the GPU (JSON lines): tinygrad.cpp's kernels for the cases of issue 12 (all kernels of the output from realized inputs: the conv's channels-last copies too), timed
 // with device events (median of REPS runs after a warm-up), plus the first-call time of a new GEMM
-// (schedule + codegen + NVRTC + load, with the disk cache off). bench/gemm_vs_torch.sh runs torch on
-// the same cases in the same call and prints ratios. CASES=gemm_fp16_4096,... picks cases; REPS (default 20).
+// (schedule + codegen + NVRTC + load + first run, with the disk cache off; see first_call). bench/gemm_vs_torch.sh runs
+// torch on the same cases in the same call and prints ratios. CASES=gemm_fp16_4096,... picks cases; REPS (default 20).
+// gemm_fp32_tf32_4096 runs with ALLOW_TF32=1. beam_gemm_fp16_4096 (only when named in CASES: it takes a while) is the
+// BEAM=2 search time of the 4096^3 fp16 GEMM with the disk cache off, and the found kernel's speed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "codegen/kernel.hpp"
+#include "engine/profile.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "runtime/device.hpp"
@@ -24,11 +28,13 @@ struct Case {
   std::string kind;   // gemm | conv
   int64_t m, k, n;    // gemm sizes; conv: batch, cin, cout
   DType dt;
+  bool tf32 = false;  // ALLOW_TF32=1 (fp32 on TF32 tensor cores)
 };
 
-bool wanted(const std::string& name) {
+// in CASES (or CASES unset and not `only_named`)
+bool wanted(const std::string& name, bool only_named = false) {
   const std::string sel = getenv_str("CASES");
-  if (sel.empty()) return true;
+  if (sel.empty()) return !only_named;
   std::stringstream ss(sel);
   for (std::string s; std::getline(ss, s, ',');)
     if (s == name) return true;
@@ -60,6 +66,7 @@ Tensor host_rand(Shape shape, DType dt, const std::string& dev, double scale = 1
 
 void run_case(const Case& c, int reps) {
   const std::string dev = "CUDA";
+  Context tf32({{"ALLOW_TF32", c.tf32 ? 1 : 0}});
   std::optional<Tensor> out;
   double flops = 0;
   if (c.kind == "gemm") {
@@ -100,17 +107,52 @@ void run_case(const Case& c, int reps) {
   std::fflush(stdout);
 }
 
-// schedule + codegen + NVRTC + module load of a GEMM never seen before (disk cache off), and its first run
-void first_call() {
-  Context ctx({{"CACHELEVEL", 0}});
-  Tensor a = host_rand({1536, 1536}, dtypes::half, "CUDA"), b = host_rand({1536, 1536}, dtypes::half, "CUDA");
+// a new n^3 fp16 GEMM from realized inputs to its synchronized result: schedule + codegen + NVRTC + module load +
+// first run (milliseconds). profiled: PROFILE spans on for that part only (the inputs' kernels stay out of them).
+double new_gemm_ms(int64_t n, bool profiled = false) {
+  Tensor a = host_rand({n, n}, dtypes::half, "CUDA"), b = host_rand({n, n}, dtypes::half, "CUDA");
   Device::synchronize("CUDA");
+  std::optional<Context> prof;
+  if (profiled) prof.emplace(std::initializer_list<std::pair<std::string, int64_t>>{{"PROFILE", 1}}), profile::clear();
   const auto t0 = clk::now();
   Tensor c = a.matmul(b).realize();
   Device::synchronize("CUDA");
-  const double s = std::chrono::duration<double>(clk::now() - t0).count();
-  std::printf("{\"bench\":\"first_call_gemm_fp16_1536\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f}\n", s * 1e3);
+  return std::chrono::duration<double>(clk::now() - t0).count() * 1e3;
+}
+
+// The first call of a new GEMM (disk cache off). The figure (first_call_gemm_fp16_1536) is a GEMM shape never seen
+// before in a warm process: the CUDA context is up and a first GEMM (1024^3, reported as first_call_cold) has loaded
+// NVRTC's builtins and the driver's module machinery, so it is what codegen + NVRTC + load + the first run cost.
+// A third shape (1280^3) runs under PROFILE: its host spans by kind (schedule, codegen, compile = NVRTC,
+// module_load, launch_info, first_launch, tensor_map_encode) show where the time goes.
+void first_call() {
+  Context ctx({{"CACHELEVEL", 0}});
+  const double cold = new_gemm_ms(1024), warm = new_gemm_ms(1536);
+  std::printf("{\"bench\":\"first_call_cold_gemm_fp16_1024\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"what\":\"the process's first GEMM "
+              "(CUDA context already up)\"}\n", cold);
+  std::printf("{\"bench\":\"first_call_gemm_fp16_1536\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"what\":\"a new GEMM shape after a first "
+              "one: schedule+codegen+NVRTC+load+first run, disk cache off\"}\n", warm);
+  std::map<std::string, double> spans;
+  double total = 0;
+  total = new_gemm_ms(1280, true);
+  for (const profile::Event& e : profile::events())
+    if (e.track == "HOST") spans[e.name.substr(0, e.name.find(' '))] += e.dur_us / 1e3;
+  profile::clear();   // no trace file at exit
+  std::string js;
+  for (auto& [k, v] : spans) js += (js.empty() ? "" : ",") + ("\"" + k + "\":" + std::to_string(v));
+  std::printf("{\"bench\":\"first_call_spans_gemm_fp16_1280\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"spans_ms\":{%s}}\n", total, js.c_str());
   std::fflush(stdout);
+}
+
+// BEAM=2 on the 4096^3 fp16 GEMM with the disk cache off: the search's wall time (the realize of a GEMM no kernel
+// exists for at BEAM=2) and the kernel it found, timed as the cases are
+void beam_case(int reps) {
+  Context ctx({{"BEAM", 2}, {"CACHELEVEL", 0}});
+  const double ms = new_gemm_ms(4096);
+  std::printf("{\"bench\":\"beam_search_gemm_fp16_4096\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"what\":\"BEAM=2 realize of a new "
+              "4096^3 fp16 GEMM, disk cache off (search + compiles + the run)\"}\n", ms);
+  std::fflush(stdout);
+  run_case({"beam_gemm_fp16_4096", "gemm", 4096, 4096, 4096, dtypes::half}, reps);
 }
 
 }  // namespace
@@ -126,6 +168,7 @@ int main() {
       {"gemm_fp16_4096", "gemm", 4096, 4096, 4096, dtypes::half},   {"gemm_bf16_4096", "gemm", 4096, 4096, 4096, dtypes::bfloat16},
       {"gemm_fp16_2048", "gemm", 2048, 2048, 2048, dtypes::half},   {"gemm_fp16_1024", "gemm", 1024, 1024, 1024, dtypes::half},
       {"gemm_fp32_4096", "gemm", 4096, 4096, 4096, dtypes::float32}, {"conv2d_fp16_64x256x14", "conv", 64, 256, 256, dtypes::half},
+      {"gemm_fp32_tf32_4096", "gemm", 4096, 4096, 4096, dtypes::float32, true},
   };
   for (const Case& c : cases) {
     if (!wanted(c.name)) continue;
@@ -135,5 +178,6 @@ int main() {
       std::printf("{\"bench\":\"%s\",\"impl\":\"tinygrad.cpp\",\"error\":\"%s\"}\n", c.name.c_str(), to_function_name(e.what()).substr(0, 200).c_str());
     }
   }
+  if (wanted("beam_gemm_fp16_4096", true)) beam_case(reps);
   return 0;
 }

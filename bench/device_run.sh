@@ -10,6 +10,8 @@
 #   tcsweep      test_tensor_cores with a fresh cache, TC_TMA=0, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs
 #                (TMA_CFGS, WG_CFGS, MMA_CFGS), the 4096^3 kernel's source and SASS mix
 #   gemmsweep    conv2d fp16 (implicit GEMM) over CONV_CFGS, fp32 over SIMT_VARS; DEBUG=2 lines and SASS mixes of both
+#   gemmx        fp32 4096^3 over FP32_VARS and TF32 over TF32_VARS ('+' joins one variant's variables), the BEAM=2 search of the 4096^3 fp16 GEMM (BEAM_TIMEOUT,
+#                default 100 s), beautiful_mnist's training step on CUDA (bench_train IMPL=tg)
 #   gpt2         test_gpt2 on CUDA, bench_gpt2 fp16 and fp32 against bench/torch_gpt2_decode.py, a DEBUG=2 step
 #   jit          bench_jit replays (and the decode step)
 #   train        bench_train on the machine's CPU: THREADS=2 against all cores (issue 13's scaling)
@@ -73,7 +75,8 @@ TARGETS=""
 has tests && TARGETS="$TARGETS $TESTS"
 has conformance && TARGETS="$TARGETS conformance"
 has reduce && TARGETS="$TARGETS bench_gpu_reduce"
-{ has gemm || has tcsweep || has gemmsweep; } && TARGETS="$TARGETS bench_gemm"
+{ has gemm || has tcsweep || has gemmsweep || has gemmx; } && TARGETS="$TARGETS bench_gemm"
+has gemmx && TARGETS="$TARGETS bench_train"
 has tcsweep && TARGETS="$TARGETS test_tensor_cores"
 has gpt2 && TARGETS="$TARGETS gpt2 bench_gpt2 test_gpt2"
 has jit && TARGETS="$TARGETS bench_jit"
@@ -186,6 +189,26 @@ PY
     fi
   done
   echo "gemmsweep $(el)"
+fi
+
+if has gemmx; then
+  echo "== fp32 4096^3: SIMT variants, TF32 variants (TFLOP/s, kernel)"
+  x1() {   # CASE ENV...: one bench_gemm case, its TFLOP/s and kernel name
+    local c=$1; shift
+    echo "$c $*: $(env "$@" CASES=$c REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | python3 -c 'import sys, json
+for l in sys.stdin:
+  try: j = json.loads(l); print(j.get("tflops", j.get("error")), j.get("kernel", ""), end=" ")
+  except Exception: pass')"
+  }
+  # a variant's variables are joined by '+' (values may hold commas)
+  for v in ${FP32_VARS-SIMT_BK=8 SIMT_WARP=0}; do x1 gemm_fp32_4096 ${v//+/ }; done
+  for v in ${TF32_VARS-TC_WGMMA=0 TF32_ROUND=1 TC_WGMMA_CFG=1,128,4,2,1 TC_WGMMA_CFG=2,256,2,1,0}; do x1 gemm_fp32_tf32_4096 ${v//+/ }; done
+  echo "== BEAM=2 search, 4096^3 fp16 (disk cache off)"
+  CASES=beam_gemm_fp16_4096 REPS=10 timeout "${BEAM_TIMEOUT:-100}" "./$BUILD/bench/bench_gemm" > "$OUT/beam.jsonl" 2> "$OUT/beam.err"
+  echo "beam rc=$? $(cut -c1-300 "$OUT/beam.jsonl")"
+  echo "== beautiful_mnist step on CUDA"
+  DEVICE=CUDA IMPL=tg SKIP_JIT_OVERHEAD=1 STEPS=${STEPS:-10} timeout 90 "./$BUILD/bench/bench_train" 2>&1 | grep -E '^\{' | cut -c1-400
+  echo "gemmx $(el)"
 fi
 
 if has gpt2; then

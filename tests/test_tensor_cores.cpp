@@ -15,6 +15,7 @@
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
@@ -406,6 +407,10 @@ RenderedProgram template_program(const UOp& ast, const Renderer& r = sm80()) {
   return k.to_program();
 }
 bool is_template(const RenderedProgram& p) { return p.src.find("tg_cp_async16") != std::string::npos; }
+// the template's TF32 kernel (mma.sync m16n8k8 or wgmma k8 with tf32 operands)
+bool is_tf32(const RenderedProgram& p) {
+  return p.src.find("tg_mma_tf32(c[") != std::string::npos || p.src.find("tg_wgmma_tf32(d, ") != std::string::npos;
+}
 
 // trans: the PTX has ldmatrix.trans (an M/N-major operand); kmajor: A or B is K-major (wgmma applies on sm_90)
 struct GemmCase { const char* what; UOp ast; int64_t tc_opt; bool trans; bool kmajor = true; };
@@ -612,6 +617,53 @@ TEST(TCGemm, PTXSimtFp32) {
   EXPECT_EQ(p.global_size[0], 32 * 32);
 }
 
+// ALLOW_TF32=1: an fp32 GEMM runs on TF32 tensor cores in the template's cp.async pipeline: mma.sync m16n8k8 on
+// sm_80 (and sm_90 with TC_WGMMA=0), wgmma m64nNk8 on sm_90; K-major register operands by ldmatrix, M/N-major ones
+// by scalar shared loads. Off (the default, as in torch), or on sm_75, it stays on the SIMT template (no tf32)
+TEST(TCGemm, PTXTf32) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  static const CUDARenderer sm90r("sm_90");
+  const UOp plain = last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32)));
+  const UOp at = last_ast(mat({256, 512}, dtypes::float32).transpose().matmul(mat({256, 384}, dtypes::float32)));
+  const UOp bt = last_ast((mat({512, 256}, dtypes::float32).matmul(mat({384, 256}, dtypes::float32).transpose()) + mat({384}, dtypes::float32)).relu());
+  for (const UOp& ast : {plain, at, bt})
+    for (const Renderer* r : std::initializer_list<const Renderer*>{&sm80(), &sm90r}) {
+      const bool sm90 = r == &sm90r;
+      const std::string arch = sm90 ? "sm_90a" : "sm_80";
+      for (int variant = 0; variant < (sm90 ? 3 : 2); variant++) {   // TF32_ROUND=0, 1; sm_90: mma.sync (TC_WGMMA=0)
+        const bool round = variant == 1, wgmma = sm90 && variant < 2 && ast != at;   // at: no operand is K-major
+        Context on({{"ALLOW_TF32", 1}, {"TF32_ROUND", round}, {"TC_WGMMA", wgmma}});
+        const RenderedProgram p = template_program(ast, *r);
+        ASSERT_TRUE(is_tf32(p)) << arch << "\n" << p.src;
+        const std::string ptx = nvrtc().to_ptx(p.src, arch);
+        ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
+        if (wgmma) {
+          EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n") , 2u) << arch;
+          EXPECT_GE(count(ptx, "k8.f32.tf32.tf32"), 2u) << arch;
+          EXPECT_EQ(count(ptx, "mma.sync"), 0u) << arch;
+        } else {
+          EXPECT_GE(count(ptx, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"), 16u) << arch;
+          EXPECT_EQ(count(ptx, "wgmma"), 0u) << arch;
+        }
+        EXPECT_GE(count(ptx, "cp.async.cg.shared.global"), 2u) << arch;
+        EXPECT_EQ(count(ptx, "fma.rn.f32"), 0u) << arch;
+        if (ast != bt) EXPECT_EQ(count(ptx, "ld.global.f32") + count(ptx, "ld.global.nc.f32"), 0u) << arch;   // bt: the bias
+        EXPECT_EQ(count(ptx, "cvt.rna.tf32.f32") > 0, round) << arch;
+      }
+      Context off({{"ALLOW_TF32", 0}});
+      const RenderedProgram p = template_program(ast, *r);
+      ASSERT_NE(p.src.find("SIMT fp32"), std::string::npos) << p.src;
+      const std::string ptx = nvrtc().to_ptx(p.src, arch);
+      ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx;
+      EXPECT_EQ(count(ptx, "tf32"), 0u) << arch;
+      EXPECT_GE(count(ptx, "fma.rn.f32"), 512u) << arch;
+    }
+  Context on({{"ALLOW_TF32", 1}});
+  EXPECT_NE(template_program(plain, CUDARenderer("sm_75")).src.find("SIMT fp32"), std::string::npos);   // no TF32 before sm_80
+  // a matrix-vector product keeps the heuristic's kernel
+  EXPECT_FALSE(is_template(template_program(last_ast(mat({1, 256}, dtypes::float32).matmul(mat({256, 256}, dtypes::float32))))));
+}
+
 // The template run on the CPU: one std::thread per CUDA thread, __syncthreads a block barrier, cp.async a copy,
 // ldmatrix and mma.sync warp-wide exchanges that follow the PTX ISA's fragment layouts. half is _Float16 and the
 // inputs are small integers, so the output must equal an interpretation of the AST exactly.
@@ -683,6 +735,31 @@ static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
     const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
     float s = C[row][col];
     for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+    c[i] = s;
+  }
+}
+// TF32: operands go in as fp32 bits (the tensor core ignores the low 13 mantissa bits); m16n8k8 fragments
+static unsigned tg_tf32(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
+static unsigned tg_tf32u(unsigned x) { return x; }
+static float emu_tf(unsigned bits) { bits &= ~0x1fffu; float f; std::memcpy(&f, &bits, 4); return f; }
+static void tg_mma_tf32(float* c, const unsigned* a, const unsigned* b) {
+  emu_warp& w = *emu_w;
+  for (int i = 0; i < 4; i++) w.a[emu_lane][i] = a[i], w.c[emu_lane][i] = c[i];
+  for (int i = 0; i < 2; i++) w.b[emu_lane][i] = b[i];
+  w.bar->arrive_and_wait();
+  float A[16][8], B[8][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    const int g = l >> 2, t = l & 3;
+    for (int j = 0; j < 4; j++) A[g + 8 * (j & 1)][t + 4 * (j >> 1)] = emu_tf(w.a[l][j]);
+    for (int j = 0; j < 2; j++) B[t + 4 * j][g] = emu_tf(w.b[l][j]);
+    for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = w.c[l][i];
+  }
+  w.bar->arrive_and_wait();
+  const int g = emu_lane >> 2, t = emu_lane & 3;
+  for (int i = 0; i < 4; i++) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = C[row][col];
+    for (int k = 0; k < 8; k++) s += A[row][k] * B[k][col];
     c[i] = s;
   }
 }
@@ -774,6 +851,30 @@ template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsign
         ad ^= ((ad >> 7) & 3) << 4;
       }
       s += A[rr][k] * emu_f(emu_h(reinterpret_cast<const void*>(ad), 0));
+    }
+    d[i] = s;
+  }
+  w.bar->arrive_and_wait();
+}
+// TF32 wgmma m64nNk8: A fragments as mma.sync m16n8k8's (warp w rows 16w..), the descriptor's rows of 4-byte k
+template <int ND> static void tg_wgmma_tf32(float (&d)[ND], const unsigned* a, unsigned long long desc) {
+  emu_wgroup& w = *emu_g;
+  for (int i = 0; i < 4; i++) w.a[emu_gtid][i] = a[i];
+  if (emu_gtid == 0) w.desc = desc;
+  w.bar->arrive_and_wait();
+  const int wi = emu_gtid / 32, l = emu_gtid % 32, g = l >> 2, t = l & 3;
+  float A[2][8];
+  for (int rr = 0; rr < 2; rr++)
+    for (int k = 0; k < 8; k++) A[rr][k] = emu_tf(w.a[wi * 32 + g * 4 + k % 4][rr + 2 * (k / 4)]);
+  for (int i = 0; i < ND; i++) {
+    const int rr = (i & 3) >> 1, col = (i >> 2) * 8 + 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 8; k++) {
+      unsigned long long ad = w.desc + (col / 8) * 512 + (col % 8) * 64 + 4 * k;
+      ad ^= ((ad >> 7) & 3) << 4;
+      unsigned bits;
+      std::memcpy(&bits, reinterpret_cast<const void*>(ad), 4);
+      s += A[rr][k] * emu_tf(bits);
     }
     d[i] = s;
   }
@@ -879,7 +980,10 @@ struct AstEval {
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
-  struct EmuCase { const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0; };
+  struct EmuCase {
+    const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0;
+    bool tf32 = false;
+  };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
       {"128-tile 128x256x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 256}, dtypes::half))), 0, 128},
@@ -918,6 +1022,22 @@ TEST(TCGemm, WarpEmulated) {
        false, 16},
       {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
        false, 8, nullptr, 1},
+      // ALLOW_TF32: fp32 on mma.sync m16n8k8 (K-major operands by ldmatrix, M/N-major ones by scalar loads), both tiles
+      {"TF32 136x200x72, B N-major, 128-tile", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 128,
+       false, 8, nullptr, 0, true},
+      {"TF32 A^T B^T + bias + relu, 64-tile",
+       last_ast((mat({72, 136}, dtypes::float32).transpose().matmul(mat({200, 72}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()),
+       0, 64, false, 8, nullptr, 0, true},
+      {"TF32 wgmma batched, A^T (M-major, through registers), B^T, K=44",
+       last_ast(mat({2, 44, 64}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 72, 44}, dtypes::float32).transpose(-1, -2))), 0, 0, true, 8,
+       nullptr, 0, true},
+      {"TF32 mma.sync, A^T and B N-major (no K-major operand)",
+       last_ast(mat({44, 64}, dtypes::float32).transpose().matmul(mat({44, 72}, dtypes::float32))), 0, 64, false, 8, nullptr, 0, true},
+      {"TF32 wgmma 136x200x72, B N-major (A K-major by descriptor)",
+       last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0, true, 8, nullptr, 0, true},
+      {"TF32 wgmma B^T + bias + relu (A K-major through registers)",
+       last_ast((mat({72, 40}, dtypes::float32).matmul(mat({200, 40}, dtypes::float32).transpose()) + mat({200}, dtypes::float32)).relu()), 0, 0,
+       true, 8, nullptr, 0, true},
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
@@ -925,10 +1045,12 @@ TEST(TCGemm, WarpEmulated) {
     SCOPED_TRACE(c.what);
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
-                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)}});
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)},
+                                                   {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
     ASSERT_EQ(p.src.find("wgmma.mma_async") != std::string::npos, c.sm90) << p.src;
+    ASSERT_EQ(is_tf32(p), c.tf32) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
     std::string src = p.src;
@@ -1120,10 +1242,45 @@ TEST(TensorCoresGPU, SimtFp32) {
     SCOPED_TRACE(std::string("SIMT_BK=") + bk);
     Context ctx(std::map<std::string, std::string>{{"SIMT_BK", std::string(bk, 1 + (bk[1] == '6'))},
                                                    {"SIMT_WARP", std::string(bk).back() == 'w' ? "1" : "0"}});
+    clear_method_cache();   // SIMT_BK and SIMT_WARP are not part of the kernel cache's key: each variant compiles
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
     check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 1024, 1024, 1024, dtypes::float32, std::nullopt, false, true, false, 1e-5);
+  }
+}
+
+// ALLOW_TF32=1: fp32 GEMMs on TF32 tensor cores against fp32 on the CPU. TF32 keeps 10 mantissa bits, so the
+// error is ~1e-3 relative: within 5e-3, and above 1e-5 (an fp32 kernel's error is ~1e-7), which shows TF32 ran
+TEST(TensorCoresGPU, Tf32) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (std::atoi(get_device("CUDA").arch().c_str() + 3) < 80) GTEST_SKIP() << "TF32: sm_80+";
+  Tensor::manual_seed(19);
+  // raw fp32 bits, cvt.rna rounding, and mma.sync instead of wgmma on sm_90
+  for (auto [round, wgmma] : std::vector<std::pair<const char*, const char*>>{{"0", "1"}, {"1", "1"}, {"0", "0"}}) {
+    Context ctx(std::map<std::string, std::string>{{"ALLOW_TF32", "1"}, {"TF32_ROUND", round}, {"TC_WGMMA", wgmma}});
+    clear_method_cache();   // TF32_ROUND and TC_WGMMA are not part of the kernel cache's key
+    for (auto [b, m, k, n, ta, tb, epi] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool>>{
+             {1, 1024, 1024, 1024, false, false, false}, {1, 520, 264, 392, true, true, true}, {3, 136, 72, 200, false, true, false},
+             {1, 1000, 1000, 1000, false, false, false}, {1, 4096, 512, 4096, false, false, true}}) {
+      SCOPED_TRACE(std::string("TF32_ROUND=") + round + " TC_WGMMA=" + wgmma);
+      Shape sa = ta ? Shape{k, m} : Shape{m, k}, sb = tb ? Shape{n, k} : Shape{k, n};
+      if (b > 1) sa.insert(sa.begin(), b), sb.insert(sb.begin(), b);
+      Tensor x = Tensor::randn(sa, {.device = "CPU"}).realize(), y = Tensor::randn(sb, {.device = "CPU"}).realize();
+      Tensor bias = Tensor::randn({n}, {.device = "CPU"}).realize();
+      auto f = [&](const Tensor& xx, const Tensor& yy, const Tensor& bb) {
+        Tensor r = (ta ? xx.transpose(-1, -2) : xx).matmul(tb ? yy.transpose(-1, -2) : yy);
+        return epi ? (r + bb).relu() : r;
+      };
+      std::vector<float> ref;
+      {
+        Context cpu({{"ALLOW_TF32", 0}});
+        ref = to_floats(f(x, y, bias));
+      }
+      const double err = rel_err(to_floats(f(x.to("CUDA"), y.to("CUDA"), bias.to("CUDA"))), ref);
+      EXPECT_LT(err, 5e-3) << b << "x" << m << "x" << k << "x" << n;
+      EXPECT_GT(err, 1e-5) << b << "x" << m << "x" << k << "x" << n << ": as exact as fp32, so TF32 was not used";
+    }
   }
 }
 

@@ -48,6 +48,8 @@ struct Plan {
   UOp store, reduce;
   TensorCore tc;                    // SIMT: only dtype_in/out (float32) are set
   bool simt = false;                // no tensor core: the fp32 register-blocked template (render_simt)
+  bool tf32 = false;                // fp32 on TF32 tensor cores (ALLOW_TF32=1): wgmma k8 (sm_90) or mma.sync m16n8k8
+  int vec() const { return 16 / static_cast<int>(tc.dtype_in.itemsize()); }   // elements of one 16-byte chunk
 };
 
 struct Cfg {
@@ -108,9 +110,13 @@ Plan plan(const Kernel& k) {
     need(k.use_tensor_cores == 1);
     p.tc = *k.tensor_core;
   } else {
-    // no tensor core: an fp32 GEMM takes the SIMT template (SIMT_GEMM=0 keeps the heuristic's kernel)
-    need(getenv("SIMT_GEMM", 1) != 0 && k.reduceops[0]->dtype == dtypes::float32);
-    p.simt = true;
+    // no tensor core: an fp32 GEMM takes TF32 tensor cores when ALLOW_TF32=1 (sm_80+, off by default as in torch),
+    // else the SIMT template (SIMT_GEMM=0 keeps the heuristic's kernel)
+    need(k.reduceops[0]->dtype == dtypes::float32);
+    auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
+    p.tf32 = getenv("ALLOW_TF32", 0) != 0 && cuda && cuda->sm >= 80;
+    need(p.tf32 || getenv("SIMT_GEMM", 1) != 0);
+    p.simt = !p.tf32;
     p.tc.dtype_in = p.tc.dtype_out = dtypes::float32;
   }
   const UOp& ast = k.ast;
@@ -152,8 +158,8 @@ Plan plan(const Kernel& k) {
   need(p.M < (int64_t{1} << 31) && p.N < (int64_t{1} << 31) && p.K < (int64_t{1} << 31));
   for (int ax : p.batch_axes) p.batch *= p.full[ax];
   need(p.batch <= 65535);
-  // SIMT only for GEMM shapes: a matrix-vector product (decode steps) keeps the heuristic's reduce kernel
-  need(!p.simt || (p.M >= 64 && p.N >= 64 && p.K >= 32));
+  // SIMT and TF32 only for GEMM shapes: a matrix-vector product (decode steps) keeps the heuristic's reduce kernel
+  need(!(p.simt || p.tf32) || (p.M >= 64 && p.N >= 64 && p.K >= 32));
   // the epilogue's and the store's indices are int32 too
   for (const UOp& u : p.store.toposort())
     if ((u->op == Ops::LOAD || u->op == Ops::STORE) && u->src.size() > 1 && u->src[1]->op == Ops::SHAPETRACKER)
@@ -284,26 +290,34 @@ std::string addr(const Dims& d, const std::string& x) {
   return s.empty() ? "0" : s;
 }
 
-// One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] with the 16-byte chunk index
-// XORed by (row/2)%4 (64-byte rows: 8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
-// [BK][rows] with the chunk XORed by k%8. ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
+// the chunk swizzle of k row `k` of an M/N-major tile. 16-bit: k%8 (ldmatrix.trans reads 8 k rows of one logical
+// chunk). TF32 (4 floats a chunk): the fragment loads are scalar, a warp reading k rows t (0..3, or 4..7) of two
+// adjacent chunks; (k%4)*2 + (k/4)%2 spreads those 8 (chunk, k) pairs over the 8 distinct 16-byte bank groups.
+std::string mn_swz(int vec, const std::string& k) {
+  return vec == 8 ? "(" + k + " & 7)" : "(((" + k + " & 3) << 1) | ((" + k + " >> 2) & 1))";
+}
+
+// One operand's tile copy for k-tile kt into stage s. K-major tiles are [rows][BK] (64-byte rows) with the 16-byte
+// chunk index XORed by (row/2)%4 (8 consecutive rows then fall in 8 distinct bank groups); M/N-major tiles are
+// [BK][rows] with the chunk XORed by mn_swz(k). ldmatrix reads 8 rows of one logical chunk: conflict-free either way.
+// vec: elements of a 16-byte chunk (8 for fp16/bf16, 4 for TF32's fp32).
 std::string tile_copy(const Operand& o, const std::string& name, const std::string& sm, int rows, int threads, int bk, int64_t dim,
-                      int64_t K, const std::string& row0) {
-  const int chunks = rows * bk / 8, iters = chunks / threads;
+                      int64_t K, const std::string& row0, int vec = 8) {
+  const int chunks = rows * bk / vec, iters = chunks / threads;
   TG_ASSERT(chunks % threads == 0, "tile copy does not divide over the block");
   std::string s = "#pragma unroll\n    for (int i = 0; i < " + S(iters) + "; i++) {\n      const int c = tid + i * " + S(threads) + ";\n";
   if (o.k_major) {
-    const int cpr = bk / 8;
-    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(bk) + " + ch * 8;\n";
+    const int cpr = bk / vec;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gr = " + row0 + " + r, gk = kt * " + S(bk) + " + ch * " + S(vec) + ";\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
-    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(bk) + " + ((ch ^ ((r >> 1) & 3)) << 3), " + name +
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(bk) + " + ((ch ^ ((r >> 1) & 3)) << " + S(vec == 8 ? 3 : 2) + "), " + name +
          " + (ok ? " + addr(o.rows, "gr") + " + " + addr(o.ks, "gk") + " : 0), ok ? 16 : 0);\n";
   } else {
-    const int cpr = rows / 8;
-    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(bk) + " + r, gr = " + row0 + " + ch * 8;\n";
+    const int cpr = rows / vec;
+    s += "      const int r = c / " + S(cpr) + ", ch = c % " + S(cpr) + ", gk = kt * " + S(bk) + " + r, gr = " + row0 + " + ch * " + S(vec) + ";\n";
     s += "      const bool ok = gr < " + S(dim) + " && gk < " + S(K) + ";\n";
-    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(rows) + " + ((ch ^ (r & 7)) << 3), " + name +
-         " + (ok ? " + addr(o.ks, "gk") + " + " + addr(o.rows, "gr") + " : 0), ok ? 16 : 0);\n";
+    s += "      tg_cp_async16(" + sm + " + st * " + S(rows * bk) + " + r * " + S(rows) + " + ((ch ^ " + mn_swz(vec, "r") + ") << " + S(vec == 8 ? 3 : 2) +
+         "), " + name + " + (ok ? " + addr(o.ks, "gk") + " + " + addr(o.rows, "gr") + " : 0), ok ? 16 : 0);\n";
   }
   return s + "    }\n";
 }
@@ -323,6 +337,41 @@ std::string frag_load(const Operand& o, bool is_a, const std::string& sm, int ro
     s += "        tg_ldsm_x4_t(r, " + sm + " + kr * " + S(rows) + " + ((ch ^ (kr & 7)) << 3));";
   }
   return s;
+}
+
+// TF32 (fp32 in memory, m16n8k8 tf32 fragments of 32-bit registers) for k step kk (8 k) into r[4]. A: (row g, k t),
+// (g+8, t), (g, t+4), (g+8, t+4); B: rows nj: (k t, row g), (t+4, g), rows nj+1: (t, g), (t+4, g) (g = lane/4,
+// t = lane%4). K-major tiles: ldmatrix of 16-byte rows (4 floats) moves exactly these 32-bit words, with the fp16
+// addressing (a k8 step is two chunks, as a k16 step of halves). M/N-major: ldmatrix.trans has no 32-bit form, so
+// scalar shared-memory loads (the tile's mn_swz makes a warp's 32 of them conflict-free).
+std::string frag_load_tf32(const Operand& o, bool is_a, const std::string& sm, int rows, int bk, const std::string& row0) {
+  if (o.k_major) {
+    const std::string row = is_a ? "(lane & 15)" : "((lane & 7) + ((lane >> 4) << 3))", ch = is_a ? "(lane >> 4)" : "((lane >> 3) & 1)";
+    return "const int rr = " + row0 + " + " + row + ", ch = kk * 2 + " + ch + ";\n        tg_ldsm_x4(r, " + sm + " + rr * " + S(bk) +
+           " + ((ch ^ ((rr >> 1) & 3)) << 2));\n        for (int q = 0; q < 4; q++) r[q] = tg_tf32u(r[q]);";
+  }
+  std::string s = "const int g = " + row0 + " + (lane >> 2), t = kk * 8 + (lane & 3);\n";
+  s += "        auto e = [&](int k, int m) { return tg_tf32(" + sm + "[k * " + S(rows) + " + ((((m >> 2) ^ " + mn_swz(4, "k") +
+       ") << 2) | (m & 3))]); };\n";
+  if (is_a) s += "        r[0] = e(t, g); r[1] = e(t, g + 8); r[2] = e(t + 4, g); r[3] = e(t + 4, g + 8);";
+  else s += "        r[0] = e(t, g); r[1] = e(t + 4, g); r[2] = e(t, g + 8); r[3] = e(t + 4, g + 8);";
+  return s;
+}
+
+// TF32 helpers: the m16n8k8 MMA and the operand conversion. By default the fp32 bits go in as they are and the
+// tensor core ignores the low 13 mantissa bits (truncation, CUTLASS's 'fast' TF32: no conversion instructions in
+// the k loop). TF32_ROUND=1 rounds the register operands to TF32 (cvt.rna, one instruction per fragment register):
+// both of mma.sync's, wgmma's R only (its S operand is read from shared memory as it was copied).
+std::string tf32_helpers() {
+  const bool round = getenv("TF32_ROUND", 0) != 0;
+  return std::string("#ifndef TG_GEMM_EMU\n") +
+         (round ? "__device__ __forceinline__ unsigned tg_tf32(float x) { unsigned r; asm(\"cvt.rna.tf32.f32 %0, %1;\\n\" : \"=r\"(r) : \"f\"(x)); return r; }\n"
+                : "__device__ __forceinline__ unsigned tg_tf32(float x) { return __float_as_uint(x); }\n") +
+         "__device__ __forceinline__ unsigned tg_tf32u(unsigned x) { return " + (round ? "tg_tf32(__uint_as_float(x))" : "x") + "; }\n"
+         "__device__ __forceinline__ void tg_mma_tf32(float* c, const unsigned* a, const unsigned* b) {\n"
+         "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+         "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+         "}\n#endif\n";
 }
 
 // TC_GEMM_CFG="bm,bn,warps_m,warps_n,stages,min_blocks" picks a block tile (for sweeps); else by the grid's size
@@ -442,10 +491,10 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
   const int wm = c.bm / c.warps_m, wn = c.bn / c.warps_n, mi_n = wm / 16, ni_n = wn / 8;
   const int64_t tiles_m = (p.M + c.bm - 1) / c.bm, tiles_n = (p.N + c.bn - 1) / c.bn;
   const std::string tin = r.render_dtype(p.tc.dtype_in);
-  Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_m, tiles_n, c.bm, c.bn, "");
+  Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_m, tiles_n, c.bm, c.bn, p.tf32 ? tf32_helpers() : "");
   std::string s = o.src;
   s += "  // block tile " + S(c.bm) + "x" + S(c.bn) + "x" + S(c.bk) + ", " + S(c.stages) + " stages, " + S(c.warps_m * c.warps_n) +
-       " warps of " + S(wm) + "x" + S(wn) + " (mma.sync); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+       " warps of " + S(wm) + "x" + S(wn) + (p.tf32 ? " (mma.sync tf32)" : " (mma.sync)") + "; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
   s += "  const int m0 = t0, n0 = t1;\n";
   s += "  __shared__ __align__(128) " + tin + " tg_sa[" + S(c.stages * c.bm * c.bk) + "];\n";
   s += "  __shared__ __align__(128) " + tin + " tg_sb[" + S(c.stages * c.bn * c.bk) + "];\n";
@@ -453,20 +502,24 @@ std::string render(const Plan& p, const Cfg& c, const CStyleLanguage& r, const s
   s += "  float c[" + S(mi_n) + "][" + S(ni_n) + "][4];\n";
   s += "#pragma unroll\n  for (int i = 0; i < " + S(mi_n) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " + S(ni_n) +
        "; j++) c[i][j][0] = c[i][j][1] = c[i][j][2] = c[i][j][3] = 0.0f;\n";
-  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(p.a, "ga", "tg_sa", c.bm, c.threads(), c.bk, p.M, p.K, "m0") + "    " +
-       tile_copy(p.b, "gb", "tg_sb", c.bn, c.threads(), c.bk, p.N, p.K, "n0") + "  };\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(p.a, "ga", "tg_sa", c.bm, c.threads(), c.bk, p.M, p.K, "m0", p.vec()) +
+       "    " + tile_copy(p.b, "gb", "tg_sb", c.bn, c.threads(), c.bk, p.N, p.K, "n0", p.vec()) + "  };\n";
+  // a k step: 16 halves (m16n8k16) or 8 floats (TF32 m16n8k8), 32 bytes of a row either way
+  auto frag = [&](const Operand& op, bool is_a, const std::string& sm, int rows, const std::string& row0) {
+    return p.tf32 ? frag_load_tf32(op, is_a, sm, rows, c.bk, row0) : frag_load(op, is_a, sm, rows, c.bk, row0);
+  };
   std::string compute;
   compute += "    const " + tin + "* sa = tg_sa + (kt % " + S(c.stages) + ") * " + S(c.bm * c.bk) + ";\n";
   compute += "    const " + tin + "* sb = tg_sb + (kt % " + S(c.stages) + ") * " + S(c.bn * c.bk) + ";\n";
-  compute += "#pragma unroll\n    for (int kk = 0; kk < " + S(c.bk / 16) + "; kk++) {\n";
+  compute += "#pragma unroll\n    for (int kk = 0; kk < " + S(c.bk / (p.tf32 ? 8 : 16)) + "; kk++) {\n";
   compute += "      unsigned af[" + S(mi_n) + "][4], bf[" + S(ni_n) + "][2];\n";
   compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++) {\n        unsigned* r = af[mi];\n        " +
-             frag_load(p.a, true, "sa", c.bm, c.bk, "wm0 + mi * 16") + "\n      }\n";
+             frag(p.a, true, "sa", c.bm, "wm0 + mi * 16") + "\n      }\n";
   compute += "#pragma unroll\n      for (int nj = 0; nj < " + S(ni_n) + "; nj += 2) {\n        unsigned r[4];\n        " +
-             frag_load(p.b, false, "sb", c.bn, c.bk, "wn0 + nj * 8") +
+             frag(p.b, false, "sb", c.bn, "wn0 + nj * 8") +
              "\n        bf[nj][0] = r[0]; bf[nj][1] = r[1]; bf[nj + 1][0] = r[2]; bf[nj + 1][1] = r[3];\n      }\n";
   compute += "#pragma unroll\n      for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n        for (int ni = 0; ni < " + S(ni_n) +
-             "; ni++) tg_mma(c[mi][ni], af[mi], bf[ni]);\n    }\n";
+             "; ni++) " + (p.tf32 ? "tg_mma_tf32" : "tg_mma") + "(c[mi][ni], af[mi], bf[ni]);\n    }\n";
   s += k_loop(c.stages, c.stages - 1, (p.K + c.bk - 1) / c.bk, "", compute);
   // the epilogue: each lane's accumulators are (row g, cols 2t, 2t+1) and (row g+8, same cols) of every 16x8 tile
   s += "#pragma unroll\n  for (int mi = 0; mi < " + S(mi_n) + "; mi++)\n#pragma unroll\n  for (int ni = 0; ni < " + S(ni_n) +
@@ -504,17 +557,19 @@ TG_WGMMA_FN
 #endif
 )";
 
-std::string wgmma_fn(int n) {
+// tg_wgmma: m64n{n}k16 of 16-bit inputs (TG_IN); tf32: tg_wgmma_tf32, m64n{n}k8 (no transpose operand: S is K-major)
+std::string wgmma_fn(int n, bool tf32 = false) {
   const int nd = n / 2;
   std::string regs, outs;
   for (int i = 0; i < nd; i++) {
     regs += (i ? "," : "") + std::string("%") + S(i);
     outs += (i ? ", " : "") + std::string("\"+f\"(d[") + S(i) + "])";
   }
-  return "__device__ __forceinline__ void tg_wgmma(float* d, const unsigned* a, unsigned long long desc) {\n"
+  return std::string("__device__ __forceinline__ void ") + (tf32 ? "tg_wgmma_tf32" : "tg_wgmma") +
+         "(float* d, const unsigned* a, unsigned long long desc) {\n"
          "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + 5) + ", 0;\\n"
-         "wgmma.mma_async.sync.aligned.m64n" + S(n) + "k16.f32.TG_IN.TG_IN {" + regs + "}, {%" + S(nd) + ",%" + S(nd + 1) + ",%" +
-         S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + ", p, 1, 1, 0;\\n}\\n\"\n    : " + outs +
+         "wgmma.mma_async.sync.aligned.m64n" + S(n) + (tf32 ? "k8.f32.tf32.tf32 {" : "k16.f32.TG_IN.TG_IN {") + regs + "}, {%" + S(nd) + ",%" +
+         S(nd + 1) + ",%" + S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + (tf32 ? ", p, 1, 1;" : ", p, 1, 1, 0;") + "\\n}\\n\"\n    : " + outs +
          "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n}";
 }
 
@@ -522,13 +577,13 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   const Operand &R = s_is_b ? p.a : p.b, &Sop = s_is_b ? p.b : p.a;
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
   const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs;
-  const int bk = 32;
+  const int bk = 64 / static_cast<int>(p.tc.dtype_in.itemsize());   // 64-byte k rows: 32 halves, 16 floats (TF32)
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   Opening o = opening(p, r, fname, c.threads(), c.min_blocks, tiles_r, tiles_s, c.br(), c.bs,
-                      replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)));
+                      replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs, p.tf32)) + (p.tf32 ? tf32_helpers() : ""));
   std::string s = o.src;
-  s += "  // block tile " + S(c.br()) + "x" + S(c.bs) + "x32, " + S(c.stages) + " stages, " + S(c.wgs) + " warpgroups of wgmma m64n" +
-       S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" +
+  s += "  // block tile " + S(c.br()) + "x" + S(c.bs) + "x" + S(bk) + ", " + S(c.stages) + " stages, " + S(c.wgs) + " warpgroups of wgmma m64n" +
+       S(c.bs) + (p.tf32 ? "k8 tf32 (" : "k16 (") + (s_is_b ? "A" : "B") + " through registers); M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" +
        S(p.batch) + "\n";
   s += "  const int r0 = t0, s0 = t1;\n";
   s += "  const " + tin + "* pr = " + (s_is_b ? "ga" : "gb") + ";\n  const " + tin + "* ps = " + (s_is_b ? "gb" : "ga") + ";\n";
@@ -536,15 +591,17 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
   s += "  __shared__ __align__(1024) " + tin + " tg_ss[" + S(c.stages * c.bs * bk) + "];\n";
   s += "  const int wr0 = warp * 16;   // this warp's 16 R rows (warpgroup warp / 4 holds rows 64*(warp/4)..)\n";
   s += "  float d[" + S(c.bs / 2) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
-  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(R, "pr", "tg_sr", c.br(), c.threads(), bk, rdim, p.K, "r0") + "    " +
-       tile_copy(Sop, "ps", "tg_ss", c.bs, c.threads(), bk, sdim, p.K, "s0") + "  };\n";
+  s += "  auto load_tile = [&](int st, int kt) {\n    " + tile_copy(R, "pr", "tg_sr", c.br(), c.threads(), bk, rdim, p.K, "r0", p.vec()) +
+       "    " + tile_copy(Sop, "ps", "tg_ss", c.bs, c.threads(), bk, sdim, p.K, "s0", p.vec()) + "  };\n";
   std::string compute;
   compute += "    const " + tin + "* sr = tg_sr + (kt % " + S(c.stages) + ") * " + S(c.br() * bk) + ";\n";
   compute += "    const " + tin + "* ss = tg_ss + (kt % " + S(c.stages) + ") * " + S(c.bs * bk) + ";\n";
   compute += "    unsigned af[2][4];\n#pragma unroll\n    for (int kk = 0; kk < 2; kk++) {\n      unsigned* r = af[kk];\n      " +
-             frag_load(R, true, "sr", c.br(), bk, "wr0") + "\n    }\n";
+             (p.tf32 ? frag_load_tf32(R, true, "sr", c.br(), bk, "wr0") : frag_load(R, true, "sr", c.br(), bk, "wr0")) + "\n    }\n";
   compute += "    tg_wgmma_fence();\n";
-  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) tg_wgmma(d, af[kk], tg_desc(ss + kk * 16));\n";
+  // a k step is 32 bytes of S's rows: 16 halves or 8 floats
+  compute += "#pragma unroll\n    for (int kk = 0; kk < 2; kk++) " + std::string(p.tf32 ? "tg_wgmma_tf32" : "tg_wgmma") + "(d, af[kk], tg_desc(ss + kk * " +
+             S(bk / 2) + "));\n";
   // the next refill overwrites a stage this group reads: wait for it before the next barrier
   compute += "    tg_wgmma_commit();\n    tg_wgmma_wait<" + S(c.inflight) + ">();\n";
   s += k_loop(c.stages, c.stages - 1 - c.inflight, (p.K + bk - 1) / bk, "    tg_fence_async_smem();\n", compute);
@@ -559,6 +616,7 @@ std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r,
 
 // wgmma on sm_90 when one operand is K-major (TC_WGMMA=0: mma.sync). TC_WGMMA_CFG="warpgroups,bs,stages,min_blocks[,inflight]".
 std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
+  // TF32 too: its wgmma has no transpose, which S (K-major) doesn't need; R goes through registers either way
   if (sm < 90 || getenv("TC_WGMMA", 1) == 0 || !(p.a.k_major || p.b.k_major)) return std::nullopt;
   if (const std::string e = getenv_str("TC_WGMMA_CFG"); !e.empty()) {
     int v[5] = {0, 0, 0, 0, 0};
@@ -896,7 +954,8 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     }
     std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
     const bool s_is_b = p.b.k_major;   // wgmma: S (the descriptor operand) must be K-major, B when it is, else A
-    std::optional<TmaCfg> tc = wc ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
+    // TMA copies 16-bit tiles of 64 k (tma_map): TF32 takes the cp.async wgmma kernel
+    std::optional<TmaCfg> tc = wc && !p.tf32 ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
     std::optional<TmaMap> mr, ms;
     if (tc) {
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
@@ -913,7 +972,8 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
       prg.global_size = {((rdim + wc->br() - 1) / wc->br()) * ((sdim + wc->bs - 1) / wc->bs), 1, p.batch};
       prg.local_size = {wc->threads(), 1, 1};
     } else if (!p.simt) {
-      const Cfg c = choose(p);
+      Cfg c = choose(p);
+      c.bk = 64 / static_cast<int>(p.tc.dtype_in.itemsize());   // 64-byte k rows: 32 halves, 16 floats (TF32)
       prg.src = render(p, c, *r, prg.function_name);
       prg.global_size = {((p.M + c.bm - 1) / c.bm) * ((p.N + c.bn - 1) / c.bn), 1, p.batch};
       prg.local_size = {c.threads(), 1, 1};

@@ -6,7 +6,8 @@
 // M and N edges are predicated (zero-filled copies, guarded stores); K needs only a multiple of 8.
 // sm_90: wgmma; by default fed by TMA into an mbarrier ring with a producer warpgroup and a persistent grid (the
 // kernel describes its dynamic shared memory and tensor maps in a `tg_launch` module global the CUDA runtime reads).
-// fp32 GEMMs (no tensor core) take a register-blocked SIMT template (128x128 block tile, 8x8 per thread).
+// fp32 GEMMs (no tensor core) take a register-blocked SIMT template (128x128 block tile, 8x8 per thread); with
+// ALLOW_TF32=1 (sm_80+) the tensor-core kernels above instead, on TF32 operands (the fp32 bits; TF32_ROUND=1 rounds).
 // Several M (or K) axes whose strides don't merge, as a channels-last conv's window view (tensor/conv.cpp), are an
 // implicit GEMM: the cp.async copies address each 16-byte chunk by the axes' digits (no TMA for those).
 #pragma once
@@ -20,7 +21,7 @@ namespace tg {
 class Kernel;
 
 // The template's program for k (named `name`), or nothing when k is not a GEMM the template covers: no TC opt
-// (or TC=2) unless an fp32 GEMM of at least 64x64x32 (SIMT_GEMM=0: none), not CUDA, TC_GEMM=0, a fused second
+// (or TC=2) unless an fp32 GEMM of at least 64x64x32 (SIMT_GEMM=0 and no ALLOW_TF32: none), not CUDA, TC_GEMM=0, a fused second
 // reduce, symbolic shapes, masked or multi-view operands (a channels-first conv's padded window), operands whose
 // contiguous dim is neither K's nor the rows' innermost or whose other strides are not 16-byte multiples. Those use the WMMA path (or the heuristic's kernel).
 std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::string& name);

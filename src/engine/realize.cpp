@@ -225,11 +225,12 @@ struct CacheKey {
   UOp ast;
   int64_t beam, noopt;
   bool base;
+  int64_t tf32 = 0;   // ALLOW_TF32: an fp32 GEMM's kernel differs (codegen/tc_gemm.cpp)
   bool operator==(const CacheKey& o) const = default;
 };
 struct CacheKeyHash {
   size_t operator()(const CacheKey& k) const {
-    return std::hash<std::string>()(k.device) ^ (k.ast.hash() * 31) ^ (size_t(k.beam) << 8) ^ (size_t(k.noopt) << 16) ^ k.base;
+    return std::hash<std::string>()(k.device) ^ (k.ast.hash() * 31) ^ (size_t(k.beam) << 8) ^ (size_t(k.noopt) << 16) ^ k.base ^ (size_t(k.tf32) << 24);
   }
 };
 std::mutex cache_mu;
@@ -252,12 +253,12 @@ void save_replay(const std::string& dir, const UOp& ast, const Kernel& k, const 
 
 std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp& ast) {
   const std::string dname = canonicalize_device(device);
-  const int64_t beam = getenv("BEAM"), noopt = getenv("NOOPT");
-  const CacheKey ckey{dname, ast, beam, noopt, false};
+  const int64_t beam = getenv("BEAM"), noopt = getenv("NOOPT"), tf32 = getenv("ALLOW_TF32", 0);
+  const CacheKey ckey{dname, ast, beam, noopt, false, tf32};
   std::lock_guard<std::mutex> lock(cache_mu);
   if (auto it = method_cache.find(ckey); it != method_cache.end()) return it->second;
   // another device of the same kind (CUDA:1 after CUDA) reuses the compiled program
-  const CacheKey bkey{dname.substr(0, dname.find(':')), ast, beam, noopt, true};
+  const CacheKey bkey{dname.substr(0, dname.find(':')), ast, beam, noopt, true, tf32};
   std::shared_ptr<CompiledRunner> ret;
   if (auto it = method_cache.find(bkey); it != method_cache.end()) {
     RenderedProgram p = it->second->p;

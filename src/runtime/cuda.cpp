@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/profile.hpp"   // PROFILE spans of a new kernel's load and first launch (first-call time)
 #include "runtime/device.hpp"
 #include "tg/helpers.hpp"
 #include "uop/uop.hpp"   // TG_ASSERT
@@ -423,11 +424,15 @@ class CUDAProgram : public RuntimeProgram {
  public:
   CUDAProgram(CUcontext ctx, CUstream stream, const std::string& name, const std::string& lib) : ctx_(ctx), stream_(stream), name_(name) {
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
-    check(api().cuModuleLoadData(&module_, lib.data()), "cuModuleLoadData for " + name);
-    if (CUresult r = api().cuModuleGetFunction(&fn_, module_, name.c_str()); r != 0) {
-      api().cuModuleUnload(module_);
-      check(r, "cuModuleGetFunction: no kernel named " + name + " in the module");
+    {
+      profile::Span span("module_load", name);
+      check(api().cuModuleLoadData(&module_, lib.data()), "cuModuleLoadData for " + name);
+      if (CUresult r = api().cuModuleGetFunction(&fn_, module_, name.c_str()); r != 0) {
+        api().cuModuleUnload(module_);
+        check(r, "cuModuleGetFunction: no kernel named " + name + " in the module");
+      }
     }
+    profile::Span span("launch_info", name);   // tg_launch read back, cuFuncSetAttribute
     if (auto li = read_launch_info(module_, name)) {
       info_ = std::move(*li);
       if (info_.shared_bytes > 48 * 1024) {
@@ -444,10 +449,17 @@ class CUDAProgram : public RuntimeProgram {
   double operator()(const std::vector<void*>& bufs, const std::vector<int64_t>& global_size,
                     const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
     const CudaApi& a = api();
+    // a new kernel's first launch (lazy module loading may land here), its tensor maps' encoding in it
+    std::optional<profile::Span> first;
+    if (!launched_) first.emplace("first_launch", name_), launched_ = true;
     check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     std::vector<TensorMap> maps;
     std::vector<void*> extra;
-    encode_maps(bufs, maps, extra);
+    {
+      std::optional<profile::Span> enc;
+      if (first && !info_.maps.empty()) enc.emplace("tensor_map_encode", name_);
+      encode_maps(bufs, maps, extra);
+    }
     ParamSlots params(bufs, vals, extra);
     unsigned g[3], l[3];
     launch_dims(global_size, local_size, g, l);
@@ -494,6 +506,7 @@ class CUDAProgram : public RuntimeProgram {
   CUfunction fn_ = nullptr;
   std::string name_;
   LaunchInfo info_;
+  bool launched_ = false;
 };
 
 // ---- graphs (tinygrad's runtime/graph/cuda.py) ----
