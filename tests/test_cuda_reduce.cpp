@@ -401,3 +401,26 @@ TEST(CudaReduceEmulated, StridedGroupOnlyOnTheOneReduceAxis) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t c = 0; c < want.size(); c++) EXPECT_NEAR(got[c], want[c], 1e-3) << "channel " << c;
 }
+
+// No GPU needed: an arange expanded over 2 rows and flattened (2 * 2^23 int32 elements; 128-thread blocks
+// of 4 lanes) equals the CPU's, emulated. The arange's view under the kernel indexes up to 2^48: gidx0's
+// stride there, 2^32, was made an int32 constant (0): every block stored block 0's numbers. Index math
+// that can pass int32 is built in int64 now and narrowed back where range analysis shows it fits: the
+// kernel renders without 64-bit math.
+TEST(CudaReduceEmulated, IndexMathPastInt32) {
+  CUDARenderer ren("sm_90");
+  for (int64_t half : {int64_t{1} << 23}) {
+    const Opts o{dtypes::int32, "CPU", false};
+    auto make = [&] { return Tensor::arange(half, o).reshape({1, half}).expand({2, half}).reshape({2 * half}).contiguous(); };
+    cuda_emu::Run r = cuda_emu::run(make(), ren);
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+    ASSERT_EQ(r.programs.size(), 1u);
+    EXPECT_EQ(r.programs[0].src.find("(long)"), std::string::npos) << r.programs[0].src;
+    const std::vector<int32_t> gpu = cuda_emu::values<int32_t>(r), cpu = make().tolist<int32_t>();
+    ASSERT_EQ(gpu.size(), static_cast<size_t>(2 * half));
+    for (int64_t i = 0; i < 2 * half; i++) {
+      ASSERT_EQ(gpu[i], i % half) << "emulated CUDA at " << i << "\n" << r.programs[0].src;
+      ASSERT_EQ(cpu[i], i % half) << "CPU at " << i;
+    }
+  }
+}
