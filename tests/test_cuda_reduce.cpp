@@ -301,14 +301,17 @@ TEST(CudaReduceEmulated, OddRowsTakeABlockPerRow) {
     std::vector<float> tied = h;
     for (int64_t i = 0; i < s[0]; i++) tied[i * s[1] + s[1] - 1 - i] = tied[i * s[1] + 7 + i] = 9;   // two maxima a row
     Tensor xt = Tensor::from<float>(tied, s, Opts{dtypes::float32, "CPU", false}).realize();
-    cuda_emu::Run ra = cuda_emu::run(xt.argmax(1), ren);   // (its arange doesn't fold at 4097: a thread per row)
-    ASSERT_TRUE(ra.errors.empty()) << ra.errors[0];
+    cuda_emu::Run ra = cuda_emu::run(xt.argmax(1), ren);
+    grouped(ra, "argmax");
     EXPECT_EQ(cuda_emu::values<int32_t>(ra), xt.argmax(1).tolist<int32_t>());
     std::vector<int32_t> lab(s[0]);
     for (int64_t i = 0; i < s[0]; i++) lab[i] = static_cast<int32_t>((i * 1013) % s[1]);
     Tensor y = Tensor::from<int32_t>(lab, {s[0]}, Opts{dtypes::int32, "CPU", false}).realize();
     cuda_emu::Run rc = cuda_emu::run(x.sparse_categorical_crossentropy(y), ren);
     ASSERT_TRUE(rc.errors.empty()) << rc.errors[0];
+    bool ce_group = false;   // (its row kernel: max, log-sum-exp and the label gather; then the mean)
+    for (const Opt& o : rc.opts[0]) ce_group = ce_group || o.op == OptOps::GROUP;
+    EXPECT_TRUE(ce_group) << rc.programs[0].src;
     double loss = 0;
     for (int64_t i = 0; i < s[0]; i++) loss -= h[i * s[1] + lab[i]] - mx[i] - std::log(z[i]);
     EXPECT_NEAR(cuda_emu::values<float>(rc)[0], loss / s[0], 1e-4);
@@ -422,5 +425,31 @@ TEST(CudaReduceEmulated, IndexMathPastInt32) {
       ASSERT_EQ(gpu[i], i % half) << "emulated CUDA at " << i << "\n" << r.programs[0].src;
       ASSERT_EQ(cpu[i], i % half) << "CPU at " << i;
     }
+  }
+}
+
+
+// No GPU needed: argmax and argmin over every axis of odd shapes with ties everywhere (4 values) equal the
+// CPU's first occurrences, emulated. A long row (4097, 1031) takes a block per row: its arange, nested in
+// the row kernel (a max, then the largest n - i where x == max), folds inside each thread's block-stride
+// loop, and the threads' candidates meet through shuffles and shared memory (MAX of n - i: the first
+// index wins). Before, one thread walked each row (2048 threads for 8192 rows of 4097).
+TEST(CudaReduceEmulated, ArgmaxArgminTiesEveryAxis) {
+  CUDARenderer ren("sm_90");
+  for (const Shape& s : std::vector<Shape>{{3, 4097}, {2, 1031}, {5, 7, 33}, {129, 3}}) {
+    std::vector<float> h = host_data(prod(s), 17, 0, 4);
+    for (float& v : h) v = std::floor(v);
+    Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();
+    for (int64_t ax = 0; ax < static_cast<int64_t>(s.size()); ax++)
+      for (bool mx : {true, false}) {
+        const std::string what = std::string(mx ? "argmax" : "argmin") + " axis " + std::to_string(ax) + " of " + to_str(s);
+        cuda_emu::Run r = cuda_emu::run(mx ? x.argmax(ax) : x.argmin(ax), ren);
+        ASSERT_TRUE(r.errors.empty()) << what << ": " << r.errors[0];
+        EXPECT_EQ(cuda_emu::values<int32_t>(r), (mx ? x.argmax(ax) : x.argmin(ax)).tolist<int32_t>()) << what << "\n" << r.programs.back().src;
+        if (s[ax] < 1000 || ax + 1 != static_cast<int64_t>(s.size())) continue;
+        bool group = false;
+        for (const Opt& o : r.opts.back()) group = group || o.op == OptOps::GROUP;
+        EXPECT_TRUE(group) << what << ": a block per row\n" << r.programs.back().src;
+      }
   }
 }

@@ -413,10 +413,11 @@ bool gpu_reduce(Kernel& k) {
     // a row no block size divides (4097 long): g threads take every g-th element in a block-stride
     // loop whose bound masks the tail (a GROUP that doesn't divide, see Kernel::apply_sym_group);
     // before, one thread walked each whole row, once per reduce and once for the store
-    // (one reduce axis, the row: a loop over other reduce axes around the block-stride one isn't lowered)
-    if (fr == last)
+    // (one reduce axis, the row: a loop over other reduce axes around the block-stride one isn't lowered;
+    // a row kernel's nested aranges, argmax's and cross-entropy's label gather, fold inside it)
+    if (fr == last || k.nested_rows)
       for (int64_t g : {256, 128, 64, 32})
-        if (red >= 4 * g && fs[last] % g != 0 && try_opts({{OptOps::GROUP, 0, g}})) return true;
+        if (red >= 4 * g && fs[last] % g != 0 && try_opts({{OptOps::GROUP, last - fr, g}})) return true;
     return false;
   }
   // column: the output's last axis is contiguous in the input, the reduce is strided
