@@ -7,11 +7,13 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <regex>
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "cuda_emulator.hpp"
 #include "engine/schedule.hpp"
+#include "engine/search.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
 #include "tg/tg.hpp"
@@ -451,5 +453,57 @@ TEST(CudaReduceEmulated, ArgmaxArgminTiesEveryAxis) {
         for (const Opt& o : r.opts.back()) group = group || o.op == OptOps::GROUP;
         EXPECT_TRUE(group) << what << ": a block per row\n" << r.programs.back().src;
       }
+  }
+}
+
+// BEAM on the GPU times each candidate from a cold L2 (a 256 MB write queued before each timed run), as
+// tinygrad invalidates a GPU's caches between timings: a 1 MB input stays in an H100's 50 MB L2 from
+// one run to the next, and warm candidates were timed against each other.
+TEST(CudaReduce, BeamTimesEachCandidateFromAColdL2) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  CUDARenderer ren(get_device("CUDA").arch());
+  Tensor x = Tensor::empty({256, 1024}, Opts{dtypes::float32, "CUDA", false});
+  int kernels = 0;
+  for (const ScheduleItem& si : x.sum(1).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    kernels++;
+    Kernel k(Access::uop(si.ast), ren);
+    const int64_t flushes = SearchStats::gpu_l2_flushes, timed = SearchStats::candidates_timed;
+    setenv("BEAM_BUDGET", "5", 1);   // (seconds: a few steps are enough here)
+    std::unique_ptr<Kernel> best = beam_search(k, bufs_from_lin(k), 2, true, true);
+    unsetenv("BEAM_BUDGET");
+    ASSERT_TRUE(best);
+    EXPECT_GT(SearchStats::candidates_timed, timed);
+    EXPECT_GE(SearchStats::gpu_l2_flushes - flushes, SearchStats::candidates_timed - timed) << "a flush before each timed run";
+  }
+  EXPECT_EQ(kernels, 1);
+}
+
+// No GPU needed: kernels over more than 2^31 elements (a sum of 2^31 + 64 floats, a + 1 over them, row sums
+// of 65536^2) compute their buffer indexes in 64 bits, and kernels that fit keep int32 index math. Before,
+// every index was int32: gidx0*8555712 + lidx0 + ridx0*64 passes 2^31 in the sum's first kernel.
+TEST(CudaReduceCodegen, IndexesPastInt32AreLong) {
+  CUDARenderer ren("sm_90");
+  const Opts o{dtypes::float32, "CPU", false};
+  auto sources = [&](const Tensor& t) {
+    std::string all;
+    for (const ScheduleItem& si : t.schedule()) {
+      if (si.kind != MetaOps::KERNEL) continue;
+      Kernel k(Access::uop(si.ast), ren);
+      k.hand_coded_optimizations();
+      const std::string src = k.to_program().src;
+      if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(src, "sm_90").empty()) << src;
+      all += src;
+    }
+    return all;
+  };
+  for (int64_t n : {(int64_t{1} << 31) + 64, int64_t{1} << 20}) {
+    const bool big = n > (int64_t{1} << 31);
+    Tensor a = Tensor::empty({n}, o);
+    Tensor m = Tensor::empty({big ? 65536 : 1024, big ? 65536 : 1024}, o);
+    for (const auto& [what, src] : {std::pair{"sum", sources(a.sum())}, std::pair{"a+1", sources(a + 1)}, std::pair{"row sums", sources(m.sum(1))}}) {
+      const bool is_long = std::regex_search(src, std::regex(R"(\(long\)|\blong alu)"));
+      EXPECT_EQ(is_long, big) << what << " over " << n << " elements\n" << src;
+    }
   }
 }

@@ -112,6 +112,7 @@ void clear_caches(const std::string& device) {
     f.buf = dev.allocator().alloc(kInts * 4);
   }
   (*f.prg)({f.buf}, {kInts / kBlock, 1, 1}, {kBlock, 1, 1}, {}, false);
+  SearchStats::gpu_l2_flushes++;
 }
 
 // Run times (seconds) of a compiled candidate; stops early once the best run is slower than early_stop.
