@@ -432,13 +432,13 @@ TEST(CudaReduceEmulated, IndexMathPastInt32) {
 
 
 // No GPU needed: argmax and argmin over every axis of odd shapes with ties everywhere (4 values) equal the
-// CPU's first occurrences, emulated. A long row (4097, 1031) takes a block per row: its arange, nested in
-// the row kernel (a max, then the largest n - i where x == max), folds inside each thread's block-stride
-// loop, and the threads' candidates meet through shuffles and shared memory (MAX of n - i: the first
-// index wins). Before, one thread walked each row (2048 threads for 8192 rows of 4097).
+// CPU's first occurrences, emulated. A long row (4097, 1031; 8192, whose max is a kernel of its own) takes
+// a block per row: its arange, nested in the reduce (the largest n - i where x == max), folds inside each
+// thread's loop, and the threads' candidates meet through shuffles and shared memory (MAX of n - i: the
+// first index wins). Before, one thread walked each row (2048 threads for 8192 rows).
 TEST(CudaReduceEmulated, ArgmaxArgminTiesEveryAxis) {
   CUDARenderer ren("sm_90");
-  for (const Shape& s : std::vector<Shape>{{3, 4097}, {2, 1031}, {5, 7, 33}, {129, 3}}) {
+  for (const Shape& s : std::vector<Shape>{{3, 4097}, {2, 1031}, {2, 8192}, {5, 7, 33}, {129, 3}}) {
     std::vector<float> h = host_data(prod(s), 17, 0, 4);
     for (float& v : h) v = std::floor(v);
     Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();

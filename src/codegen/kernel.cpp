@@ -220,7 +220,7 @@ bool Kernel::reduces_only_row(int64_t axis) const {
     const Shape &out = sts[bufs.size() + 2 * i].shape(), &in = sts[bufs.size() + 2 * i + 1].shape();
     for (int64_t a = lo; a < hi; a++) {
       const bool reduced = out[a] == 1 && in[a] > 1;
-      if (inner_reduce[i] ? (nested_rows && a == axis && reduced) || (!nested_rows && reduced) : reduced != (a == axis)) return false;
+      if (inner_reduce[i] ? a == axis && reduced : reduced != (a == axis)) return false;
     }
   }
   return true;
@@ -536,7 +536,8 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
       opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
       opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
       opt_check(!tensor_core, "can't group with tensor cores");
-      opt_check(same_reduce_axes(), "can't group with multiple reduces over different axes");
+      // (or the row's axis under nested reduces over others: argmax's arange)
+      opt_check(same_reduce_axes() || reduces_only_row(axis), "can't group with multiple reduces over different axes");
       shift_to(axis, amt, opt.op == OptOps::GROUPTOP, first_reduce() + group_for_reduces);
       group_for_reduces += 1;
       break;
