@@ -369,8 +369,14 @@ bool gpu_nested_row(Kernel& k) {
     for (size_t i = 0; i < k.bufs.size(); i++) contiguous = contiguous || (k.bufs[i]->op == Ops::LOAD && stride_of(k, i, row) == 1);
     if (!contiguous || !k.reduces_only_row(row)) continue;
     const int64_t red = k.full_shape()[row];
-    for (int64_t g : {256, 128, 64, 32})
-      if (red % g == 0 && red / g >= 4 && try_opts(k, {{OptOps::GROUP, row - fr, g}})) return true;
+    for (int64_t u : {4, 1})   // (4 lanes: 16-byte loads)
+      for (int64_t g : {256, 128, 64, 32}) {
+        if (red % (u * g) != 0 || red / (u * g) < 2) continue;
+        std::vector<Opt> opts;
+        if (u > 1) opts.push_back({OptOps::UNROLL, row - fr, u});
+        opts.push_back({OptOps::GROUP, row - fr, g});
+        if (try_opts(k, opts)) return true;
+      }
   }
   return false;
 }
