@@ -71,6 +71,11 @@ int main() {
   ws.push_back({"sum0_8192x8192", {R({8192, 8192})}, [](auto& in) { return in[0].sum(0); }, 8192.0 * 8192 * 4});
   ws.push_back({"sum1_8192x64", {R({8192, 64})}, [](auto& in) { return in[0].sum(1); }, 8192.0 * 64 * 4});
   ws.push_back({"argmax_8192x8192", {R({8192, 8192})}, [](auto& in) { return in[0].argmax(1); }, 8192.0 * 8192 * 4});
+  // odd rows under several reduces (argmax: a max, then the first index holding it; cross-entropy's row kernel)
+  ws.push_back({"argmax_8192x4097", {R({8192, 4097})}, [](auto& in) { return in[0].argmax(1); }, 8192.0 * 4097 * 4});
+  Tensor labels4097 = Tensor::randint({8192}, 0, 4097, Opts{dtypes::int32, "CUDA", false}).realize();
+  ws.push_back({"cross_entropy_8192x4097", {R({8192, 4097}), labels4097},
+                [](auto& in) { return in[0].sparse_categorical_crossentropy(in[1]); }, 8192.0 * 4097 * 4});
   ws.push_back({"a*b+1_2^28", {R({N}), R({N})}, [](auto& in) { return in[0] * in[1] + 1; }, 3 * N * 4.0});
   ws.push_back({"rand_2^28", {}, [N](auto&) { return Tensor::rand({N}, Opts{dtypes::float32, "CUDA", false}); }, N * 4.0});
   for (const Work& w : ws) {

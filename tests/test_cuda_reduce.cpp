@@ -7,11 +7,13 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <regex>
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "cuda_emulator.hpp"
 #include "engine/schedule.hpp"
+#include "engine/search.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/device.hpp"
 #include "tg/tg.hpp"
@@ -301,14 +303,17 @@ TEST(CudaReduceEmulated, OddRowsTakeABlockPerRow) {
     std::vector<float> tied = h;
     for (int64_t i = 0; i < s[0]; i++) tied[i * s[1] + s[1] - 1 - i] = tied[i * s[1] + 7 + i] = 9;   // two maxima a row
     Tensor xt = Tensor::from<float>(tied, s, Opts{dtypes::float32, "CPU", false}).realize();
-    cuda_emu::Run ra = cuda_emu::run(xt.argmax(1), ren);   // (its arange doesn't fold at 4097: a thread per row)
-    ASSERT_TRUE(ra.errors.empty()) << ra.errors[0];
+    cuda_emu::Run ra = cuda_emu::run(xt.argmax(1), ren);
+    grouped(ra, "argmax");
     EXPECT_EQ(cuda_emu::values<int32_t>(ra), xt.argmax(1).tolist<int32_t>());
     std::vector<int32_t> lab(s[0]);
     for (int64_t i = 0; i < s[0]; i++) lab[i] = static_cast<int32_t>((i * 1013) % s[1]);
     Tensor y = Tensor::from<int32_t>(lab, {s[0]}, Opts{dtypes::int32, "CPU", false}).realize();
     cuda_emu::Run rc = cuda_emu::run(x.sparse_categorical_crossentropy(y), ren);
     ASSERT_TRUE(rc.errors.empty()) << rc.errors[0];
+    bool ce_group = false;   // (its row kernel: max, log-sum-exp and the label gather; then the mean)
+    for (const Opt& o : rc.opts[0]) ce_group = ce_group || o.op == OptOps::GROUP;
+    EXPECT_TRUE(ce_group) << rc.programs[0].src;
     double loss = 0;
     for (int64_t i = 0; i < s[0]; i++) loss -= h[i * s[1] + lab[i]] - mx[i] - std::log(z[i]);
     EXPECT_NEAR(cuda_emu::values<float>(rc)[0], loss / s[0], 1e-4);
@@ -400,4 +405,105 @@ TEST(CudaReduceEmulated, StridedGroupOnlyOnTheOneReduceAxis) {
   std::vector<float> got = cuda_emu::values<float>(r), want = x.sum(Axes{0, 2, 3}).tolist<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t c = 0; c < want.size(); c++) EXPECT_NEAR(got[c], want[c], 1e-3) << "channel " << c;
+}
+
+// No GPU needed: an arange expanded over 2 rows and flattened (2 * 2^23 int32 elements; 128-thread blocks
+// of 4 lanes) equals the CPU's, emulated. The arange's view under the kernel indexes up to 2^48: gidx0's
+// stride there, 2^32, was made an int32 constant (0): every block stored block 0's numbers. Index math
+// that can pass int32 is built in int64 now and narrowed back where range analysis shows it fits: the
+// kernel renders without 64-bit math.
+TEST(CudaReduceEmulated, IndexMathPastInt32) {
+  CUDARenderer ren("sm_90");
+  for (int64_t half : {int64_t{1} << 23}) {
+    const Opts o{dtypes::int32, "CPU", false};
+    auto make = [&] { return Tensor::arange(half, o).reshape({1, half}).expand({2, half}).reshape({2 * half}).contiguous(); };
+    cuda_emu::Run r = cuda_emu::run(make(), ren);
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0];
+    ASSERT_EQ(r.programs.size(), 1u);
+    EXPECT_EQ(r.programs[0].src.find("(long)"), std::string::npos) << r.programs[0].src;
+    const std::vector<int32_t> gpu = cuda_emu::values<int32_t>(r), cpu = make().tolist<int32_t>();
+    ASSERT_EQ(gpu.size(), static_cast<size_t>(2 * half));
+    for (int64_t i = 0; i < 2 * half; i++) {
+      ASSERT_EQ(gpu[i], i % half) << "emulated CUDA at " << i << "\n" << r.programs[0].src;
+      ASSERT_EQ(cpu[i], i % half) << "CPU at " << i;
+    }
+  }
+}
+
+
+// No GPU needed: argmax and argmin over every axis of odd shapes with ties everywhere (4 values) equal the
+// CPU's first occurrences, emulated. A long row (4097, 1031; 8192, whose max is a kernel of its own) takes
+// a block per row: its arange, nested in the reduce (the largest n - i where x == max), folds inside each
+// thread's loop, and the threads' candidates meet through shuffles and shared memory (MAX of n - i: the
+// first index wins). Before, one thread walked each row (2048 threads for 8192 rows).
+TEST(CudaReduceEmulated, ArgmaxArgminTiesEveryAxis) {
+  CUDARenderer ren("sm_90");
+  for (const Shape& s : std::vector<Shape>{{3, 4097}, {2, 1031}, {2, 8192}, {5, 7, 33}, {129, 3}}) {
+    std::vector<float> h = host_data(prod(s), 17, 0, 4);
+    for (float& v : h) v = std::floor(v);
+    Tensor x = Tensor::from<float>(h, s, Opts{dtypes::float32, "CPU", false}).realize();
+    for (int64_t ax = 0; ax < static_cast<int64_t>(s.size()); ax++)
+      for (bool mx : {true, false}) {
+        const std::string what = std::string(mx ? "argmax" : "argmin") + " axis " + std::to_string(ax) + " of " + to_str(s);
+        cuda_emu::Run r = cuda_emu::run(mx ? x.argmax(ax) : x.argmin(ax), ren);
+        ASSERT_TRUE(r.errors.empty()) << what << ": " << r.errors[0];
+        EXPECT_EQ(cuda_emu::values<int32_t>(r), (mx ? x.argmax(ax) : x.argmin(ax)).tolist<int32_t>()) << what << "\n" << r.programs.back().src;
+        if (s[ax] < 1000 || ax + 1 != static_cast<int64_t>(s.size())) continue;
+        bool group = false;
+        for (const Opt& o : r.opts.back()) group = group || o.op == OptOps::GROUP;
+        EXPECT_TRUE(group) << what << ": a block per row\n" << r.programs.back().src;
+      }
+  }
+}
+
+// BEAM on the GPU times each candidate from a cold L2 (a 256 MB write queued before each timed run), as
+// tinygrad invalidates a GPU's caches between timings: a 1 MB input stays in an H100's 50 MB L2 from
+// one run to the next, and warm candidates were timed against each other.
+TEST(CudaReduce, BeamTimesEachCandidateFromAColdL2) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  CUDARenderer ren(get_device("CUDA").arch());
+  Tensor x = Tensor::empty({256, 1024}, Opts{dtypes::float32, "CUDA", false});
+  int kernels = 0;
+  for (const ScheduleItem& si : x.sum(1).schedule()) {
+    if (si.kind != MetaOps::KERNEL) continue;
+    kernels++;
+    Kernel k(Access::uop(si.ast), ren);
+    const int64_t flushes = SearchStats::gpu_l2_flushes, timed = SearchStats::candidates_timed;
+    setenv("BEAM_BUDGET", "5", 1);   // (seconds: a few steps are enough here)
+    std::unique_ptr<Kernel> best = beam_search(k, bufs_from_lin(k), 2, true, true);
+    unsetenv("BEAM_BUDGET");
+    ASSERT_TRUE(best);
+    EXPECT_GT(SearchStats::candidates_timed, timed);
+    EXPECT_GE(SearchStats::gpu_l2_flushes - flushes, SearchStats::candidates_timed - timed) << "a flush before each timed run";
+  }
+  EXPECT_EQ(kernels, 1);
+}
+
+// No GPU needed: kernels over more than 2^31 elements (a sum of 2^31 + 64 floats, a + 1 over them, row sums
+// of 65536^2) compute their buffer indexes in 64 bits, and kernels that fit keep int32 index math. Before,
+// every index was int32: gidx0*8555712 + lidx0 + ridx0*64 passes 2^31 in the sum's first kernel.
+TEST(CudaReduceCodegen, IndexesPastInt32AreLong) {
+  CUDARenderer ren("sm_90");
+  const Opts o{dtypes::float32, "CPU", false};
+  auto sources = [&](const Tensor& t) {
+    std::string all;
+    for (const ScheduleItem& si : t.schedule()) {
+      if (si.kind != MetaOps::KERNEL) continue;
+      Kernel k(Access::uop(si.ast), ren);
+      k.hand_coded_optimizations();
+      const std::string src = k.to_program().src;
+      if (nvrtc_available()) EXPECT_FALSE(nvrtc_compile(src, "sm_90").empty()) << src;
+      all += src;
+    }
+    return all;
+  };
+  for (int64_t n : {(int64_t{1} << 31) + 64, int64_t{1} << 20}) {
+    const bool big = n > (int64_t{1} << 31);
+    Tensor a = Tensor::empty({n}, o);
+    Tensor m = Tensor::empty({big ? 65536 : 1024, big ? 65536 : 1024}, o);
+    for (const auto& [what, src] : {std::pair{"sum", sources(a.sum())}, std::pair{"a+1", sources(a + 1)}, std::pair{"row sums", sources(m.sum(1))}}) {
+      const bool is_long = std::regex_search(src, std::regex(R"(\(long\)|\blong alu)"));
+      EXPECT_EQ(is_long, big) << what << " over " << n << " elements\n" << src;
+    }
+  }
 }

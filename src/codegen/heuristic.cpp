@@ -358,9 +358,33 @@ bool gpu_symbolic_reduce(Kernel& k) {
   return false;
 }
 
+// One reduce over a row with aranges nested in it (argmax's second kernel where the max is a kernel of its
+// own: the largest n - i where x == max): g threads per row over the row's axis, the arange folding inside
+// each thread's loop. Before, a thread walked each row (2048 threads for 8192 rows).
+bool gpu_nested_row(Kernel& k) {
+  if (k.group_for_reduces || k.local_dims || k.upcasted || k.nested_rows) return false;
+  const int64_t fr = k.first_reduce(), n = k.shape_len();
+  for (int64_t row = fr; row < n; row++) {
+    bool contiguous = false;   // a buffer read along the row
+    for (size_t i = 0; i < k.bufs.size(); i++) contiguous = contiguous || (k.bufs[i]->op == Ops::LOAD && stride_of(k, i, row) == 1);
+    if (!contiguous || !k.reduces_only_row(row)) continue;
+    const int64_t red = k.full_shape()[row];
+    for (int64_t u : {4, 1})   // (4 lanes: 16-byte loads)
+      for (int64_t g : {256, 128, 64, 32}) {
+        if (red % (u * g) != 0 || red / (u * g) < 2) continue;
+        std::vector<Opt> opts;
+        if (u > 1) opts.push_back({OptOps::UNROLL, row - fr, u});
+        opts.push_back({OptOps::GROUP, row - fr, g});
+        if (try_opts(k, opts)) return true;
+      }
+  }
+  return false;
+}
+
 bool gpu_reduce(Kernel& k) {
+  if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1)) return false;
   // (several reduces of a row kernel reduce the same axes: one block per row serves them all)
-  if (!(k.opts->has_local && k.opts->has_shared) || !getenv("GPU_REDUCE", 1) || !k.same_reduce_axes()) return false;
+  if (!k.same_reduce_axes()) return gpu_nested_row(k);
   if (k.group_for_reduces || k.local_dims || k.upcasted || reuses_inputs(k)) return false;
   const Shape fs = k.full_shape();   // (a copy: a refused opt restores k, and with it the trackers' storage)
   const int64_t fr = k.first_reduce(), n = k.shape_len();
@@ -413,10 +437,11 @@ bool gpu_reduce(Kernel& k) {
     // a row no block size divides (4097 long): g threads take every g-th element in a block-stride
     // loop whose bound masks the tail (a GROUP that doesn't divide, see Kernel::apply_sym_group);
     // before, one thread walked each whole row, once per reduce and once for the store
-    // (one reduce axis, the row: a loop over other reduce axes around the block-stride one isn't lowered)
-    if (fr == last)
+    // (one reduce axis, the row: a loop over other reduce axes around the block-stride one isn't lowered;
+    // a row kernel's nested aranges, argmax's and cross-entropy's label gather, fold inside it)
+    if (fr == last || k.nested_rows)
       for (int64_t g : {256, 128, 64, 32})
-        if (red >= 4 * g && fs[last] % g != 0 && try_opts({{OptOps::GROUP, 0, g}})) return true;
+        if (red >= 4 * g && fs[last] % g != 0 && try_opts({{OptOps::GROUP, last - fr, g}})) return true;
     return false;
   }
   // column: the output's last axis is contiguous in the input, the reduce is strided

@@ -214,6 +214,18 @@ bool Kernel::same_reduce_axes() const {
   return true;
 }
 
+bool Kernel::reduces_only_row(int64_t axis) const {
+  const int64_t lo = first_reduce() + group_for_reduces, hi = first_upcast();
+  for (size_t i = 0; i < reduceops.size(); i++) {
+    const Shape &out = sts[bufs.size() + 2 * i].shape(), &in = sts[bufs.size() + 2 * i + 1].shape();
+    for (int64_t a = lo; a < hi; a++) {
+      const bool reduced = out[a] == 1 && in[a] > 1;
+      if (inner_reduce[i] ? a == axis && reduced : reduced != (a == axis)) return false;
+    }
+  }
+  return true;
+}
+
 bool Kernel::symbolic_axis(int64_t axis) const {
   for (const ShapeTracker& st : sts) {
     const View& v = st.views.back();
@@ -491,11 +503,11 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
   if (opt.op != OptOps::NOLOCALS && opt.op != OptOps::SWAP && symbolic_axis(axis)) return apply_sym_opt(opt, axis, append_opt);
   // GROUP of a fixed reduce axis that g doesn't divide (a 4097-long row): a block-stride loop as for a
   // symbolic one, the tail masked by each thread's loop bound
-  // (the only reduce axis, and not under a nested reduce, an unfolded arange: argmax of a 4097 row; its loop
-  // would hold the group's barrier. Loops over other reduce axes around it gave wrong sums: batchnorm's 8x10x10.)
-  if (opt.op == OptOps::GROUP && opt.amt && *opt.amt > 1 && axis == first_reduce() + group_for_reduces &&
-      axis == first_upcast() - 1 && full_shape()[axis] % *opt.amt != 0 &&
-      std::find(inner_reduce.begin(), inner_reduce.end(), true) == inner_reduce.end())
+  // (the row's axis only: loops over other reduce axes around it gave wrong sums, batchnorm's 8x10x10. A
+  // row kernel's nested reduces over other axes, the aranges of argmax and of cross-entropy's label
+  // gather, run inside each thread's loop and fold to index math.)
+  if (opt.op == OptOps::GROUP && opt.amt && *opt.amt > 1 && axis >= first_reduce() + group_for_reduces &&
+      axis == first_upcast() - 1 && full_shape()[axis] % *opt.amt != 0 && reduces_only_row(axis))
     return apply_sym_group(opt, axis, append_opt);
   opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !sym_group_axis(axis),
             "the group axis of a grouped symbolic dim can't be split: " + opt.str());
@@ -524,7 +536,8 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
       opt_check(opts->has_local && opts->has_shared, "target does not support local or shared mem");
       opt_check(first_reduce() + group_for_reduces <= axis && axis < first_upcast(), "must be reduce axis to group");
       opt_check(!tensor_core, "can't group with tensor cores");
-      opt_check(same_reduce_axes(), "can't group with multiple reduces over different axes");
+      // (or the row's axis under nested reduces over others: argmax's arange)
+      opt_check(same_reduce_axes() || reduces_only_row(axis), "can't group with multiple reduces over different axes");
       shift_to(axis, amt, opt.op == OptOps::GROUPTOP, first_reduce() + group_for_reduces);
       group_for_reduces += 1;
       break;

@@ -129,6 +129,8 @@ class Kernel {
   int64_t first_reduce() const;
   int64_t global_dims() const { return first_reduce() - local_dims; }
   std::vector<int64_t> upcast_in_mid_reduce_axes() const;
+  // every outer reduce reduces axis alone among the reduce axes, nested ones (aranges) others
+  bool reduces_only_row(int64_t axis) const;
   std::optional<UOp> reduceop() const { return reduceops.empty() ? std::nullopt : std::optional<UOp>(reduceops[0]); }
   // per upcasted axis of sts[i]: (size, real stride, whether it is a reduce axis)
   std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> upcasted_axis(size_t i) const;

@@ -483,6 +483,12 @@ class Lowerer {
         c.red[ra.axes[i]] = tail ? loops[i].tail_range : loops[i].range;
         if (si < split.size() && !tail) lanes.insert(lanes.end(), {loops[i].lane_axis, loops[i].amt});
       }
+      // a reduce nested in an outer one's block-stride loop (a row kernel's arange: argmax, cross-entropy's
+      // label gather) sees that loop's index as min(r*g + l, N-1): the same value, with bounds range analysis
+      // can use (r*g + l < N is the loop bound's doing), so the arange's (i + j) % (2N-1) drops and it folds
+      for (int64_t a = 0; a < static_cast<int64_t>(c.idx.size()); a++)
+        if (c.red[a] && group_of(a) && std::find(ra.axes.begin(), ra.axes.end(), a) == ra.axes.end() && !full_sym_[a])
+          c.idx[a] = -((-c.idx[a]).max(iconst(1 - full_shape_[a])));
       const UOp r = reduce_part(x, alu_op, ctx_id(std::move(c)), lanes);
       ret = ret ? ret.alu(alu_op, r) : r;
     }

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -86,12 +88,31 @@ std::pair<std::vector<int64_t>, int64_t> cpu_test_size(std::vector<int64_t> gs, 
   return {gs, factor};
 }
 
-// writes a buffer bigger than the last-level cache so the next run starts cold (CPU only)
+// writes a buffer bigger than the last-level cache so the next run starts cold: a memset on the CPU, a
+// kernel writing 256 MB on a GPU (an H100's L2 is 50 MB, an H200's 60 MB), queued on the device's stream
+// before the timed run (tinygrad times BEAM candidates on a GPU after its L2 is invalidated)
 void clear_caches(const std::string& device) {
-  if (device != "CPU" && device != "CLANG") return;
-  static std::vector<char> scratch(64 << 20);
-  static char v = 0;
-  std::memset(scratch.data(), ++v, scratch.size());
+  if (device == "CPU" || device == "CLANG") {
+    static std::vector<char> scratch(64 << 20);
+    static char v = 0;
+    std::memset(scratch.data(), ++v, scratch.size());
+    return;
+  }
+  Compiled& dev = get_device(device);
+  if (dev.renderer_kind() != "CUDA") return;
+  struct Flush { std::unique_ptr<RuntimeProgram> prg; void* buf = nullptr; };
+  static std::mutex mu;
+  static std::map<std::string, Flush> flushes;
+  constexpr int64_t kInts = int64_t{64} << 20, kBlock = 256;
+  std::lock_guard<std::mutex> lock(mu);
+  Flush& f = flushes[device];
+  if (!f.prg) {
+    const std::string src = "extern \"C\" __global__ void tg_flush_l2(int* d) { d[blockIdx.x * 256 + threadIdx.x] = blockIdx.x; }";
+    f.prg = dev.runtime("tg_flush_l2", dev.compiler().compile(src));
+    f.buf = dev.allocator().alloc(kInts * 4);
+  }
+  (*f.prg)({f.buf}, {kInts / kBlock, 1, 1}, {kBlock, 1, 1}, {}, false);
+  SearchStats::gpu_l2_flushes++;
 }
 
 // Run times (seconds) of a compiled candidate; stops early once the best run is slower than early_stop.
@@ -306,6 +327,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   std::unordered_set<std::string> seen_srcs;
   const double min_progress = std::stod(getenv_str("BEAM_MIN_PROGRESS", "0.01")) / 1e6;   // in us
   const int64_t beam_debug = getenv("BEAM_DEBUG");
+  const bool clear_l2 = lin.opts->has_local;   // a GPU's candidates each start from a cold L2 (see clear_caches)
   if (beam_debug) std::cout << "BEAM_SEARCH:\n" << lin.ast.str() << "\n";
   if (debug() >= 2) std::cout << "   0.00s:                 from   1 ->   1 actions " << lin.colored_shape() << std::endl;
 
@@ -329,7 +351,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
         RenderedProgram p = hc->to_program(std::string("test"));
         seen_srcs.insert(p.src);
         const std::string lib = compiler.compile(p.src);
-        std::vector<double> tms = time_program(*hc, p, lib, rawbufs, timeout, test_size, false, 3);
+        std::vector<double> tms = time_program(*hc, p, lib, rawbufs, timeout, test_size, clear_l2, 3);
         beam.push_back({std::move(hc), *std::min_element(tms.begin(), tms.end())});
         if (debug() >= 2) std::printf("%7.2fs: %12.2f us hand-coded %s\n", secs_since(st), beam[0].tm * 1e6, beam[0].k->colored_shape().c_str());
       }
@@ -357,7 +379,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       for (const Timed& t : timed) best = std::min(best, t.tm);
       const double early_stop = std::min(best * 3, timeout);   // BEAM_TIMEOUT_SEC caps a candidate's runs too
       try {
-        tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, test_size, false, 3);
+        tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, test_size, clear_l2, 3);
       } catch (const Error& e) {
         if (debug() >= 4) std::cout << "BEAM: candidate failed to run: " << e.what() << "\n";
         continue;

@@ -48,9 +48,10 @@ double time_linearizer(Kernel& k, const std::vector<std::shared_ptr<Buffer>>& ra
 std::string opts_to_string(const std::vector<Opt>& opts);
 std::vector<Opt> opts_from_string(const std::string& s);
 
-// Counters for tests and DEBUG: searches actually run, answered from the disk cache, candidates timed.
+// Counters for tests and DEBUG: searches actually run, answered from the disk cache, candidates timed,
+// GPU L2 flushes (one before each timed run of a BEAM candidate on CUDA).
 struct SearchStats {
-  static inline int64_t searches = 0, cache_hits = 0, candidates_timed = 0, compile_failures = 0;
+  static inline int64_t searches = 0, cache_hits = 0, candidates_timed = 0, compile_failures = 0, gpu_l2_flushes = 0;
 };
 
 }  // namespace tg

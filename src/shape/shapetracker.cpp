@@ -1,5 +1,6 @@
 // ShapeTracker: a stack of views; movement ops touch only the last (tinygrad 0.9.2 shape/shapetracker.py).
 #include <algorithm>
+#include <limits>
 
 #include "access.hpp"
 #include "shape/index_form.hpp"
@@ -221,30 +222,55 @@ bool ShapeTracker::axis_is_masked(int axis) const {
 
 // ---- UOps (the lowerer's st_to_uops_graph) ----
 
-// a sint as an int32 UOp (Variables are DEFINE_VARs; kernel ASTs hold unbound trackers)
-static UOp u32(const sint& x) {
-  if (x.is_const()) return UOp::const_(dtypes::int32, x.const_value());
+// A sint as an index UOp of dtype dt (Variables are DEFINE_VARs; kernel ASTs hold unbound trackers).
+static UOp as_index(const sint& x, DType dt) {
+  if (x.is_const()) return UOp::const_(dt, x.const_value());
   const UOp& u = Access::uop(x);
-  return u->dtype == dtypes::int32 ? u : u.cast(dtypes::int32);
+  return u->dtype == dt ? u : u.cast(dt);
+}
+static int64_t upper(const sint& x) { return x.is_const() ? x.const_value() : x.vmax(); }
+
+// The largest |index| a view's math reaches: |offset| + sum |stride| * (dim - 1), and for an earlier
+// view its size (the reshape into it divides by products of its dims; the last view's dims are the
+// kernel's loops, each indexed on its own). Saturates instead of overflowing.
+static int64_t view_reach(const View& v, bool last) {
+  auto sat_add = [](int64_t a, int64_t b) { int64_t r; return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r; };
+  auto sat_mul = [](int64_t a, int64_t b) { int64_t r; return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r; };
+  int64_t reach = 0, size = 1;
+  for (size_t i = 0; i < v.shape.size(); i++) {
+    const int64_t dim = v.sym ? upper(v.sym->shape[i]) : v.shape[i];
+    const int64_t st = v.sym ? upper(v.sym->strides[i]) : v.strides[i];
+    reach = sat_add(reach, sat_mul(std::abs(st), std::max<int64_t>(dim - 1, 0)));
+    size = sat_mul(size, dim);
+  }
+  reach = sat_add(reach, std::abs(v.sym ? upper(v.sym->offset) : v.offset));
+  return last ? reach : std::max(reach, size);
 }
 
-static void uop_view_sym(const SymView& v, const std::vector<UOp>& idxs, UOp& iexpr, UOp& vexpr) {
-  iexpr = u32(v.offset);
+DType index_dtype(const ShapeTracker& st) {
+  for (size_t k = 0; k < st.views.size(); k++)
+    if (view_reach(st.views[k], k + 1 == st.views.size()) > std::numeric_limits<int32_t>::max()) return dtypes::int64;
+  return dtypes::int32;
+}
+
+static void uop_view_sym(const SymView& v, const std::vector<UOp>& idxs, DType dt, UOp& iexpr, UOp& vexpr) {
+  auto u = [&](const sint& x) { return as_index(x, dt); };
+  iexpr = u(v.offset);
   for (size_t i = 0; i < v.shape.size(); i++) {
     const UOp& idx = idxs[i];
     bool one = v.shape[i].is_const() && v.shape[i].const_value() == 1, zero = v.strides[i].is_const() && v.strides[i].const_value() == 0;
-    if (!one && !zero) iexpr = iexpr + idx * u32(v.strides[i]);
+    if (!one && !zero) iexpr = iexpr + idx * u(v.strides[i]);
     if (!v.mask) continue;
     auto& [b, e] = (*v.mask)[i];
-    if (!(b.is_const() && b.const_value() == 0)) vexpr = vexpr * idx.ge(u32(b));
+    if (!(b.is_const() && b.const_value() == 0)) vexpr = vexpr * idx.ge(u(b));
     if (!(e.is_const() && v.shape[i].is_const() && e.const_value() == v.shape[i].const_value()) && !(!e.is_const() && e.same(v.shape[i])))
-      vexpr = vexpr * idx.lt(u32(e));
+      vexpr = vexpr * idx.lt(u(e));
   }
 }
 
-static void uop_view(const View& v, const std::vector<UOp>& idxs, UOp& iexpr, UOp& vexpr) {
-  if (v.sym) return uop_view_sym(*v.sym, idxs, iexpr, vexpr);
-  iexpr = UOp::const_(dtypes::int32, v.offset);
+static void uop_view(const View& v, const std::vector<UOp>& idxs, DType dt, UOp& iexpr, UOp& vexpr) {
+  if (v.sym) return uop_view_sym(*v.sym, idxs, dt, iexpr, vexpr);
+  iexpr = UOp::const_(dt, v.offset);
   for (size_t i = 0; i < v.shape.size(); i++) {
     const UOp& idx = idxs[i];
     if (v.shape[i] != 1 && v.strides[i] != 0) iexpr = iexpr + idx * v.strides[i];
@@ -256,6 +282,10 @@ static void uop_view(const View& v, const std::vector<UOp>& idxs, UOp& iexpr, UO
 }
 
 std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UOp>& idxs) {
+  // int32 unless a view's index can pass it: then int64 from the leaves up (the int32 idxs cast), so
+  // no product or constant wraps (a stride of 2^32 truncated to 0 dropped gidx0); the symbolic pass
+  // narrows back to int32 whatever its bounds show fits (uop/symbolic.cpp narrow_index)
+  const DType dt = index_dtype(st);
   std::vector<UOp> ids = idxs;
   if (ids.empty()) {
     for (size_t i = 0; i < st.shape().size(); i++) {
@@ -269,16 +299,18 @@ std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UO
   if (ids.size() != st.shape().size())
     throw Error("to_indexed_uops: got " + std::to_string(ids.size()) + " idxs for shape " + to_str(st.shape()) +
                 "; pass one per axis");
+  for (UOp& i : ids)
+    if (i->dtype != dt) i = i.cast(dt);
   UOp idx, valid = UOp::const_(dtypes::bool_, true);
-  uop_view(st.views.back(), ids, idx, valid);
+  uop_view(st.views.back(), ids, dt, idx, valid);
   for (size_t k = st.views.size() - 1; k-- > 0;) {
     View v = st.views[k].minify();
     std::vector<UOp> vidx(v.shape.size());
     if (v.sym) {
-      UOp acc = UOp::const_(dtypes::int32, int64_t{1});
+      UOp acc = UOp::const_(dt, int64_t{1});
       for (size_t d = v.shape.size(); d-- > 0;) {
-        vidx[d] = (idx / acc) % u32(v.sym->shape[d]);
-        acc = acc * u32(v.sym->shape[d]);
+        vidx[d] = (idx / acc) % as_index(v.sym->shape[d], dt);
+        acc = acc * as_index(v.sym->shape[d], dt);
       }
     } else {
       int64_t acc = 1;
@@ -287,7 +319,7 @@ std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UO
         acc *= v.shape[d];
       }
     }
-    uop_view(v, vidx, idx, valid);
+    uop_view(v, vidx, dt, idx, valid);
   }
   return {idx, valid};
 }

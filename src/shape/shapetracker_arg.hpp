@@ -20,7 +20,9 @@ struct STArg : ArgObj {
   std::string str() const override { return st.str(); }
 };
 
-// (index, valid) as int32 / bool UOps over idxs (default: DEFINE_VAR "idx<i>" in [0, shape[i]-1]).
+// int32, or int64 where one of st's views indexes past int32 (its offset plus strides times dims).
+DType index_dtype(const ShapeTracker& st);
+// (index, valid) as index_dtype(st) / bool UOps over idxs (default: DEFINE_VAR "idx<i>" in [0, shape[i]-1]).
 // Not simplified: the lowerer's symbolic pass cleans them up. Wrong idxs count: tg::Error.
 std::pair<UOp, UOp> to_indexed_uops(const ShapeTracker& st, const std::vector<UOp>& idxs = {});
 

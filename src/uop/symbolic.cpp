@@ -57,6 +57,55 @@ O remove_mod(const UOp& x, int64_t c) {
   int64_t k = lo(x) / c;
   return k == 0 ? x : x - k * c;
 }
+
+// ** index narrowing ** to_indexed_uops builds a view's index math in int64 where it can pass int32
+// (int64 ops over the int32 idxs cast up). Whatever range analysis shows fits in int32 goes back to
+// int32, so a kernel keeps 64-bit math only where the values need it (its vmin/vmax never wrap: the
+// bounds are computed in int64).
+bool fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+// the int32 value of an int64 operand: a cast up of an int32, or a constant that fits
+O as_int32(const UOp& u) {
+  if (u->op == Ops::CAST && u->dtype == dtypes::int64 && u->src[0]->dtype == dtypes::int32) return u->src[0];
+  if (u->op == Ops::CONST && u->dtype == dtypes::int64 && fits32(ival(u))) return UOp::const_(dtypes::int32, ival(u));
+  return std::nullopt;
+}
+// op(cast(a), cast(b)) -> cast(op(a, b)) when the result fits int32 (a compare: op(a, b) as it is)
+O narrow_index(const UOp& r) {
+  const UOpNode& n = *r;
+  const bool cmp = n.arg == Arg(BinaryOps::CMPLT) || n.arg == Arg(BinaryOps::CMPNE);
+  const bool ok_op = cmp || n.arg == Arg(BinaryOps::ADD) || n.arg == Arg(BinaryOps::MUL) || n.arg == Arg(BinaryOps::IDIV) ||
+                     n.arg == Arg(BinaryOps::MOD) || n.arg == Arg(BinaryOps::MAX) || n.arg == Arg(UnaryOps::NEG) ||
+                     n.arg == Arg(TernaryOps::WHERE);
+  if (!ok_op || n.src.back()->dtype != dtypes::int64) return std::nullopt;
+  if (!cmp && (n.dtype != dtypes::int64 || !fits32(lo(r)) || !fits32(hi(r)))) return std::nullopt;
+  std::vector<UOp> src;
+  bool cast = false;
+  for (size_t i = 0; i < n.src.size(); i++) {
+    if (n.arg == Arg(TernaryOps::WHERE) && i == 0) { src.push_back(n.src[0]); continue; }
+    O v = as_int32(n.src[i]);
+    if (!v) return std::nullopt;
+    cast = cast || n.src[i]->op == Ops::CAST;
+    src.push_back(*v);
+  }
+  if (!cast) return std::nullopt;   // all constants: constant folding's
+  UOp x(Ops::ALU, cmp ? n.dtype : dtypes::int32, src, n.arg);
+  return cmp ? x : x.cast(dtypes::int64);
+}
+// cast(cast(a int32) to int64) to t: a's value, cast to t once
+O narrow_cast(const UOp& r) {
+  const UOp& in = r->src[0];
+  if (in->op != Ops::CAST || in->dtype != dtypes::int64 || in->src[0]->dtype != dtypes::int32 || r->dtype.count != 1) return std::nullopt;
+  return r->dtype == dtypes::int32 ? in->src[0] : in->src[0].cast(r->dtype);
+}
+// a LOAD or STORE at cast(a int32) to int64: at a
+O narrow_address(const UOp& r) {
+  if (r->src.size() < 2) return std::nullopt;
+  O a = as_int32(r->src[1]);
+  if (!a || r->src[1]->op != Ops::CAST) return std::nullopt;
+  std::vector<UOp> src = r->src;
+  src[1] = *a;
+  return UOp(r->op, r->dtype, src, r->arg);
+}
 }  // namespace
 
 std::optional<UOp> mod_folding(const UOp& x, int64_t c) {
@@ -138,6 +187,11 @@ const PatternMatcher& symbolic() {
   static const PatternMatcher pm({
     // ** constant folding **
     {UPat(Ops::ALU).src_each(UPat(Ops::CONST)), [](const Match& m) { return fold_consts(*m.root); }},
+    // ** index narrowing: int64 index math back to int32 where it fits **
+    {UPat(Ops::ALU), [](const Match& m) { return narrow_index(*m.root); }},
+    {UPat(Ops::CAST), [](const Match& m) { return narrow_cast(*m.root); }},
+    {UPat(Ops::LOAD), [](const Match& m) { return narrow_address(*m.root); }},
+    {UPat(Ops::STORE), [](const Match& m) { return narrow_address(*m.root); }},
     // ** max folding: one side always wins **
     {x.max(y), [](const Match& m) -> O {
       if (const_to_double(m[x].vmin()) >= const_to_double(m[y].vmax())) return m[x];
