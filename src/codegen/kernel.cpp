@@ -216,6 +216,9 @@ bool Kernel::same_reduce_axes() const {
 
 bool Kernel::reduces_only_row(int64_t axis) const {
   const int64_t lo = first_reduce() + group_for_reduces, hi = first_upcast();
+  // a store along the row with nested reduces (cross-entropy's gradient: one_hot's arange per element) needs
+  // the block-stride loop around the nested reduce as well: the lowerer puts it outside (NVRTC: undefined alu)
+  if (nested_rows && sts[0].shape()[axis] > 1) return false;
   for (size_t i = 0; i < reduceops.size(); i++) {
     const Shape &out = sts[bufs.size() + 2 * i].shape(), &in = sts[bufs.size() + 2 * i + 1].shape();
     for (int64_t a = lo; a < hi; a++) {
