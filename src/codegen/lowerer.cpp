@@ -550,23 +550,32 @@ class Lowerer {
     for (size_t a = 0; a < idx.size(); a++)
       if (idxs_[a]->op == Ops::EXPAND) idx[a] = iconst(0);
     idx[g] = idx[g] + iconst(1);
+    std::set<std::pair<const UOpNode*, const UOpNode*>> done;
+    for_each_global_load(x, [&](const UOp& u) {
+      const int64_t line = 64 / std::max<int64_t>(1, u->dtype.itemsize());
+      if (last < 0 || lanes < line) return;   // under a line per iteration: the hardware prefetcher keeps up
+      for (int64_t j = 0; j < (full_shape_[last] >= line ? full_shape_[last] : 1); j += line) {
+        idx[last] = iconst(j);
+        prefetch(u, to_indexed_uops(st_of(u->src[1]), idx).first, done);
+      }
+    });
+  }
+
+  // every load of a global buffer under the reduce x (a nested reduce has its own loop: not under it)
+  void for_each_global_load(const UOp& x, const std::function<void(const UOp&)>& f) const {
     std::vector<UOp> work{x->src[0]};
     std::set<const UOpNode*> seen;
-    std::set<std::pair<const UOpNode*, const UOpNode*>> done;
     while (!work.empty()) {
       UOp u = work.back();
       work.pop_back();
-      if (!seen.insert(u.get()).second || u->op == Ops::REDUCE_AXIS) continue;   // a nested reduce has its own loop
+      if (!seen.insert(u.get()).second || u->op == Ops::REDUCE_AXIS) continue;
       for (const UOp& s : u->src) work.push_back(s);
-      if (u->op != Ops::LOAD || u->src[0]->op != Ops::DEFINE_GLOBAL || u->src[1]->op != Ops::SHAPETRACKER) continue;
-      const int64_t line = 64 / std::max<int64_t>(1, u->dtype.itemsize());
-      if (last < 0 || lanes < line) continue;   // under a line per iteration: the hardware prefetcher keeps up
-      for (int64_t j = 0; j < (full_shape_[last] >= line ? full_shape_[last] : 1); j += line) {
-        idx[last] = iconst(j);
-        const UOp p = to_indexed_uops(st_of(u->src[1]), idx).first;
-        if (done.insert({u->src[0].get(), p.get()}).second) extra_stores_.push_back(UOp(Ops::PREFETCH, dtypes::void_, {u->src[0], p}));
-      }
+      if (u->op == Ops::LOAD && u->src[0]->op == Ops::DEFINE_GLOBAL && u->src[1]->op == Ops::SHAPETRACKER) f(u);
     }
+  }
+  // one PREFETCH of load u's buffer at index p, once per (buffer, index)
+  void prefetch(const UOp& u, const UOp& p, std::set<std::pair<const UOpNode*, const UOpNode*>>& done) {
+    if (done.insert({u->src[0].get(), p.get()}).second) extra_stores_.push_back(UOp(Ops::PREFETCH, dtypes::void_, {u->src[0], p}));
   }
 
   // Stream prefetch (CPU reduces with vector accumulators along the reduce: a conv weight gradient
@@ -591,18 +600,11 @@ class Lowerer {
     const std::vector<int64_t>& raxes = x->as<ReduceArg>().axes;
     std::vector<UOp> idx = ci.idx;
     idx[ro] = idx[ro] + iconst(1);
-    std::vector<UOp> work{x->src[0]};
-    std::set<const UOpNode*> seen;
     std::set<std::pair<const UOpNode*, const UOpNode*>> done;
-    while (!work.empty()) {
-      UOp u = work.back();
-      work.pop_back();
-      if (!seen.insert(u.get()).second || u->op == Ops::REDUCE_AXIS) continue;
-      for (const UOp& s : u->src) work.push_back(s);
-      if (u->op != Ops::LOAD || u->src[0]->op != Ops::DEFINE_GLOBAL || u->src[1]->op != Ops::SHAPETRACKER) continue;
+    for_each_global_load(x, [&](const UOp& u) {
       const ShapeTracker& st = st_of(u->src[1]);
       const auto strides = st.real_strides();
-      if (strides[gl] == 0 || strides[ro] == 0) continue;
+      if (strides[gl] == 0 || strides[ro] == 0) return;
       // one prefetch per row of the register tile: each upcast output axis the load varies along, every value
       std::vector<int64_t> rows;
       for (size_t a = 0; a < idx.size(); a++) {
@@ -612,15 +614,11 @@ class Lowerer {
         idx[a] = iconst(0);
       }
       std::function<void(size_t)> emit = [&](size_t r) {
-        if (r == rows.size()) {
-          const UOp p = to_indexed_uops(st, idx).first;
-          if (done.insert({u->src[0].get(), p.get()}).second) extra_stores_.push_back(UOp(Ops::PREFETCH, dtypes::void_, {u->src[0], p}));
-          return;
-        }
+        if (r == rows.size()) return prefetch(u, to_indexed_uops(st, idx).first, done);
         for (int64_t v = 0; v < full_shape_[rows[r]] && done.size() < 16; v++) idx[rows[r]] = iconst(v), emit(r + 1);
       };
       emit(0);
-    }
+    });
   }
 
   // WMMA(CONTRACT a, CONTRACT b, 0) over the tensor core's upcast axes; its lanes are EXPANDed back over C's
