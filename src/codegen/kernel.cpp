@@ -189,7 +189,8 @@ Kernel::Kernel(const UOp& ast_, const Renderer& opts_) : ast(ast_), opts(&opts_)
   std::vector<int> permute;
   const Shape fs = full_shape(), os = output_shape();
   TG_ASSERT(fs.size() == os.size(), "output and full shape differ in rank: " + to_str(fs) + " vs " + to_str(os));
-  const Shape& row_in = sts[first_outer_st() + 1].shape();
+  // (a nested reduce's row input; without reduces sts holds only the buffers' trackers)
+  const Shape row_in = nested_rows ? sts[first_outer_st() + 1].shape() : Shape{};
   for (size_t i = 0; i < fs.size(); i++)
     if (fs[i] == os[i]) permute.push_back(static_cast<int>(i));
   for (int pass = 0; pass < 2; pass++)

@@ -31,10 +31,12 @@ std::string Metadata::str() const {
 
 const Metadata* intern_metadata(const std::string& name, const std::string& file, uint32_t line, bool backward) {
   static std::mutex mu;
-  static std::unordered_map<std::string, const Metadata*> table;   // never freed: pointers outlive every LazyBuffer
+  // never freed, the table included: its pointers outlive every LazyBuffer (a static map would be destroyed at
+  // exit, leaving the Metadata unreachable: LeakSanitizer reported them)
+  static auto* table = new std::unordered_map<std::string, const Metadata*>();
   const std::string key = name + '\0' + file + '\0' + std::to_string(line) + (backward ? "b" : "f");
   std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = table.emplace(key, nullptr);
+  auto [it, fresh] = table->emplace(key, nullptr);
   if (fresh) it->second = new Metadata{name, file, line, backward};
   return it->second;
 }
