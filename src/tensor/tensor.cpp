@@ -229,7 +229,7 @@ std::vector<E> Tensor::tolist() const {
   if constexpr (std::is_same_v<E, bool>) {
     for (size_t i = 0; i < out.size(); i++) out[i] = bytes[i] != 0;
   } else {
-    std::memcpy(out.data(), bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());   // (an empty vector's data() may be null)
   }
   return out;
 }
