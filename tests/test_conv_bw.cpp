@@ -78,6 +78,15 @@ const std::vector<Conv> kCases = {
 
 }  // namespace
 
+// grads() of one conv two ways: output, grad input, grad weight (and grad bias) agree
+void expect_same_grads(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); i++) {
+    SCOPED_TRACE(i == 0 ? "output" : i == 1 ? "grad input" : i == 2 ? "grad weight" : "grad bias");
+    expect_close(a[i], b[i], 1e-4f);
+  }
+}
+
 TEST(ConvBackward, MatchesTheWindowViewGradient) {
   for (const Conv& c : kCases) {
     SCOPED_TRACE(c.name);
@@ -87,11 +96,7 @@ TEST(ConvBackward, MatchesTheWindowViewGradient) {
       Context ctx({{"FUSE_CONV_BW", 0}});
       old = grads(c);
     }
-    ASSERT_EQ(fused.size(), old.size());
-    for (size_t i = 0; i < fused.size(); i++) {
-      SCOPED_TRACE(i == 0 ? "output" : i == 1 ? "grad input" : i == 2 ? "grad weight" : "grad bias");
-      expect_close(fused[i], old[i], 1e-4f);
-    }
+    expect_same_grads(fused, old);
   }
 }
 
@@ -287,10 +292,6 @@ TEST(ConvBackward, ChannelsLastMatches) {
       Context ctx({{"CONV_NHWC", 0}});
       nchw = grads(c);
     }
-    ASSERT_EQ(nhwc.size(), nchw.size());
-    for (size_t i = 0; i < nhwc.size(); i++) {
-      SCOPED_TRACE(i == 0 ? "output" : i == 1 ? "grad input" : i == 2 ? "grad weight" : "grad bias");
-      expect_close(nhwc[i], nchw[i], 1e-4f);
-    }
+    expect_same_grads(nhwc, nchw);
   }
 }

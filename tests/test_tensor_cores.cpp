@@ -715,18 +715,17 @@ static void emu_ldsm(unsigned* r, const void* p, bool trans) {
 static void tg_ldsm_x4(unsigned* r, const void* p) { emu_ldsm(r, p, false); }
 static void tg_ldsm_x4_t(unsigned* r, const void* p) { emu_ldsm(r, p, true); }
 static float emu_f(unsigned bits) { uint16_t b = bits & 0xffff; half h; std::memcpy(&h, &b, 2); return float(h); }
-static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
+// m16n8kK on one warp: the lanes' fragments are gathered through w, fill unpacks lane l's into A (16xK) and B (Kx8),
+// then each lane computes its 4 outputs of C + A B
+template <int K, class Fill> static void emu_mma_k(float* c, const unsigned* a, const unsigned* b, Fill fill) {
   emu_warp& w = *emu_w;
   for (int i = 0; i < 4; i++) w.a[emu_lane][i] = a[i], w.c[emu_lane][i] = c[i];
   for (int i = 0; i < 2; i++) w.b[emu_lane][i] = b[i];
   w.bar->arrive_and_wait();
-  float A[16][16], B[16][8], C[16][8];
+  float A[16][K], B[K][8], C[16][8];
   for (int l = 0; l < 32; l++) {
     const int g = l >> 2, t = l & 3;
-    for (int j = 0; j < 4; j++)
-      for (int h = 0; h < 2; h++) A[g + 8 * (j & 1)][2 * t + h + 8 * (j >> 1)] = emu_f(w.a[l][j] >> (16 * h));
-    for (int j = 0; j < 2; j++)
-      for (int h = 0; h < 2; h++) B[2 * t + h + 8 * j][g] = emu_f(w.b[l][j] >> (16 * h));
+    fill(A, B, w, l, g, t);
     for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = w.c[l][i];
   }
   w.bar->arrive_and_wait();
@@ -734,34 +733,27 @@ static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
   for (int i = 0; i < 4; i++) {
     const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
     float s = C[row][col];
-    for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+    for (int k = 0; k < K; k++) s += A[row][k] * B[k][col];
     c[i] = s;
   }
+}
+static void tg_mma(float* c, const unsigned* a, const unsigned* b) {
+  emu_mma_k<16>(c, a, b, [](float (&A)[16][16], float (&B)[16][8], const emu_warp& w, int l, int g, int t) {
+    for (int j = 0; j < 4; j++)
+      for (int h = 0; h < 2; h++) A[g + 8 * (j & 1)][2 * t + h + 8 * (j >> 1)] = emu_f(w.a[l][j] >> (16 * h));
+    for (int j = 0; j < 2; j++)
+      for (int h = 0; h < 2; h++) B[2 * t + h + 8 * j][g] = emu_f(w.b[l][j] >> (16 * h));
+  });
 }
 // TF32: operands go in as fp32 bits (the tensor core ignores the low 13 mantissa bits); m16n8k8 fragments
 static unsigned tg_tf32(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
 static unsigned tg_tf32u(unsigned x) { return x; }
 static float emu_tf(unsigned bits) { bits &= ~0x1fffu; float f; std::memcpy(&f, &bits, 4); return f; }
 static void tg_mma_tf32(float* c, const unsigned* a, const unsigned* b) {
-  emu_warp& w = *emu_w;
-  for (int i = 0; i < 4; i++) w.a[emu_lane][i] = a[i], w.c[emu_lane][i] = c[i];
-  for (int i = 0; i < 2; i++) w.b[emu_lane][i] = b[i];
-  w.bar->arrive_and_wait();
-  float A[16][8], B[8][8], C[16][8];
-  for (int l = 0; l < 32; l++) {
-    const int g = l >> 2, t = l & 3;
+  emu_mma_k<8>(c, a, b, [](float (&A)[16][8], float (&B)[8][8], const emu_warp& w, int l, int g, int t) {
     for (int j = 0; j < 4; j++) A[g + 8 * (j & 1)][t + 4 * (j >> 1)] = emu_tf(w.a[l][j]);
     for (int j = 0; j < 2; j++) B[t + 4 * j][g] = emu_tf(w.b[l][j]);
-    for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = w.c[l][i];
-  }
-  w.bar->arrive_and_wait();
-  const int g = emu_lane >> 2, t = emu_lane & 3;
-  for (int i = 0; i < 4; i++) {
-    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
-    float s = C[row][col];
-    for (int k = 0; k < 8; k++) s += A[row][k] * B[k][col];
-    c[i] = s;
-  }
+  });
 }
 // wgmma: the warpgroup's A fragments (mma.sync's layout, warp w holding rows 16w..16w+15) times the descriptor's
 // K-major matrix, read as 8-row groups 512 bytes apart with the 64-byte swizzle applied to the address bits
