@@ -3,6 +3,7 @@
 // (n, cin, *out, *kernel) buffer in the backward's schedule. Gradients against libtorch are in
 // tests/conformance (conv2d/* cases).
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "access.hpp"
@@ -148,19 +149,24 @@ TEST(ConvBackward, SmallCinMatchesNoopt) {
   }
 }
 
-// beautiful_mnist's conv1 weight gradient (grad_output's channels are strided: no vector axis in the
-// output): 4 output channels x 5 kernel taps in registers, 20 vector accumulators, where the
-// old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
-TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
+// beautiful_mnist's conv1 weight gradient (batch 8): the kernel reading x and grad_output (the other sums its blocks)
+std::optional<ScheduleItem> conv1_weight_gemm() {
   const Opts o{dtypes::float32, "CPU", false};
   Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
   w.requires_grad_();
   (x.conv2d(w) * r).sum().backward();
-  std::vector<ScheduleItem> s = w.grad()->schedule();
-  const ScheduleItem* gemm = nullptr;   // the kernel reading x and grad_output (the other sums its blocks)
-  for (const ScheduleItem& si : s)
-    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = &si;
-  ASSERT_NE(gemm, nullptr);
+  std::optional<ScheduleItem> gemm;
+  for (const ScheduleItem& si : w.grad()->schedule())
+    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = si;
+  return gemm;
+}
+
+// beautiful_mnist's conv1 weight gradient (grad_output's channels are strided: no vector axis in the
+// output): 4 output channels x 5 kernel taps in registers, 20 vector accumulators, where the
+// old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
+TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
+  const std::optional<ScheduleItem> gemm = conv1_weight_gemm();
+  ASSERT_TRUE(gemm);
   ClangRenderer ren;
   Kernel k(Access::uop(gemm->ast), ren);
   k.hand_coded_optimizations();
@@ -177,15 +183,8 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
 // image's line of each of the tile's 4 channel rows (codegen/lowerer.cpp prefetch_next_outer), and nothing of
 // x's shifted rows, which stay in L1 across the output-channel loop.
 TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
-  const Opts o{dtypes::float32, "CPU", false};
-  Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
-  w.requires_grad_();
-  (x.conv2d(w) * r).sum().backward();
-  const ScheduleItem* gemm = nullptr;
-  std::vector<ScheduleItem> s = w.grad()->schedule();
-  for (const ScheduleItem& si : s)
-    if (si.kind == MetaOps::KERNEL && si.bufs.size() == 3) gemm = &si;
-  ASSERT_NE(gemm, nullptr);
+  const std::optional<ScheduleItem> gemm = conv1_weight_gemm();
+  ASSERT_TRUE(gemm);
   ClangRenderer ren;
   Kernel k(Access::uop(gemm->ast), ren);
   k.hand_coded_optimizations();
