@@ -72,11 +72,13 @@ O as_int32(const UOp& u) {
 // op(cast(a), cast(b)) -> cast(op(a, b)) when the result fits int32 (a compare: op(a, b) as it is)
 O narrow_index(const UOp& r) {
   const UOpNode& n = *r;
+  // (every ALU of every kernel passes here: the dtype first, the op after)
+  if (n.src.empty() || n.src.back()->dtype != dtypes::int64) return std::nullopt;
   const bool cmp = n.arg == Arg(BinaryOps::CMPLT) || n.arg == Arg(BinaryOps::CMPNE);
   const bool ok_op = cmp || n.arg == Arg(BinaryOps::ADD) || n.arg == Arg(BinaryOps::MUL) || n.arg == Arg(BinaryOps::IDIV) ||
                      n.arg == Arg(BinaryOps::MOD) || n.arg == Arg(BinaryOps::MAX) || n.arg == Arg(UnaryOps::NEG) ||
                      n.arg == Arg(TernaryOps::WHERE);
-  if (!ok_op || n.src.back()->dtype != dtypes::int64) return std::nullopt;
+  if (!ok_op) return std::nullopt;
   if (!cmp && (n.dtype != dtypes::int64 || !fits32(lo(r)) || !fits32(hi(r)))) return std::nullopt;
   std::vector<UOp> src;
   bool cast = false;
