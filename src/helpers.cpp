@@ -1,11 +1,15 @@
 #include "tg/helpers.hpp"
 
+#include "env_reads.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <mutex>
+#include <set>
 
 namespace tg {
 
@@ -18,14 +22,46 @@ std::atomic<uint64_t> generation{1};
 
 uint64_t context_generation() { return generation.load(std::memory_order_acquire); }
 
-std::string getenv_str(const std::string& key, const std::string& default_value) {
+namespace {
+thread_local std::vector<EnvRead>* env_log = nullptr;
+// Settings that change what is printed, profiled or where files go, never what a kernel is
+bool observes_only(const std::string& key) {
+  static const std::set<std::string> keys = {"DEBUG", "PROFILE", "PROFILEPATH", "GRAPH", "GRAPHPATH", "GRAPH_MAX", "REPLAY_DIR",
+                                             "CACHELEVEL", "CACHEDB", "TRACK_MATCH_STATS", "BEAM_DEBUG", "HOME", "TMPDIR",
+                                             "XDG_CACHE_HOME", "PATH"};
+  return keys.count(key) != 0;
+}
+std::pair<bool, std::string> lookup(const std::string& key) {
   {
     std::lock_guard<std::mutex> lock(ctx_mutex());
     auto it = overrides().find(key);
-    if (it != overrides().end()) return it->second;
+    if (it != overrides().end()) return {true, it->second};
   }
   const char* v = std::getenv(key.c_str());
-  return v ? std::string(v) : default_value;
+  return {v != nullptr, v ? std::string(v) : std::string()};
+}
+}  // namespace
+
+std::string getenv_str(const std::string& key, const std::string& default_value) {
+  auto [set, value] = lookup(key);
+  if (env_log && !observes_only(key)) env_log->push_back({key, set, value});
+  return set ? value : default_value;
+}
+
+EnvReads::EnvReads() : outer_(env_log) { env_log = &reads_; }
+EnvReads::~EnvReads() {
+  env_log = outer_;
+  if (outer_) outer_->insert(outer_->end(), reads_.begin(), reads_.end());
+}
+std::vector<EnvRead> EnvReads::take() {
+  std::vector<EnvRead> r = reads_;
+  std::stable_sort(r.begin(), r.end(), [](const EnvRead& a, const EnvRead& b) { return a.key < b.key; });
+  r.erase(std::unique(r.begin(), r.end(), [](const EnvRead& a, const EnvRead& b) { return a.key == b.key; }), r.end());
+  return r;
+}
+
+bool env_unchanged(const std::vector<EnvRead>& reads) {
+  return std::all_of(reads.begin(), reads.end(), [](const EnvRead& r) { return lookup(r.key) == std::pair{r.set, r.value}; });
 }
 
 int64_t getenv(const std::string& key, int64_t default_value) {

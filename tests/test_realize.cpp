@@ -181,6 +181,37 @@ TEST(Realize, NooptKeepsTheKernelPlain) {
   EXPECT_NE(src_noopt.find("ridx0 < 64"), std::string::npos) << src_noopt;
 }
 
+// A cached kernel is reused only while the settings its codegen read are the same (here EXPAND_SSA, read by the C
+// renderer); settings that only print (DEBUG) keep it.
+TEST(Realize, MethodCacheFollowsCodegenSettings) {
+  clear_method_cache();
+  UOp v = load(1, dtypes::float32, sh({64}));
+  UOp ast = sink(store(0, dtypes::float32, sh({64}), v.alu(BinaryOps::MUL, v).alu(BinaryOps::ADD, v)));
+  // the source with the kernel's name taken out (a recompile numbers the name anew)
+  auto body = [](const std::shared_ptr<CompiledRunner>& r) {
+    std::string s = r->p.src;
+    for (size_t at; (at = s.find(r->p.function_name)) != std::string::npos;) s.erase(at, r->p.function_name.size());
+    return s;
+  };
+  auto plain = get_runner("CPU", ast);
+  {
+    Context debug({{"DEBUG", 1}});
+    EXPECT_EQ(get_runner("CPU", ast), plain) << "DEBUG changes no kernel";
+  }
+  std::shared_ptr<CompiledRunner> expanded;
+  {
+    Context ssa({{"EXPAND_SSA", 1}});
+    expanded = get_runner("CPU", ast);
+    EXPECT_NE(expanded, plain) << "the kernel cached with EXPAND_SSA unset was reused";
+    EXPECT_NE(body(expanded), body(plain));
+    EXPECT_EQ(get_runner("CPU", ast), expanded);
+  }
+  auto again = get_runner("CPU", ast);
+  EXPECT_NE(again, expanded) << "the EXPAND_SSA=1 kernel was reused after the Context ended";
+  EXPECT_EQ(body(again), body(plain));
+  EXPECT_EQ(method_cache_size(), 2u) << "one kernel per key: the device's and the device kind's";
+}
+
 // ******************** through LazyBuffer + create_schedule ********************
 
 namespace {

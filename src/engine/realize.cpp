@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "env_reads.hpp"
 #include "codegen/pack.hpp"
 #include "engine/graph.hpp"
 #include "engine/profile.hpp"
@@ -225,16 +226,32 @@ struct CacheKey {
   UOp ast;
   int64_t beam, noopt;
   bool base;
-  int64_t tf32 = 0;   // ALLOW_TF32: an fp32 GEMM's kernel differs (codegen/tc_gemm.cpp)
   bool operator==(const CacheKey& o) const = default;
 };
 struct CacheKeyHash {
   size_t operator()(const CacheKey& k) const {
-    return std::hash<std::string>()(k.device) ^ (k.ast.hash() * 31) ^ (size_t(k.beam) << 8) ^ (size_t(k.noopt) << 16) ^ k.base ^ (size_t(k.tf32) << 24);
+    return std::hash<std::string>()(k.device) ^ (k.ast.hash() * 31) ^ (size_t(k.beam) << 8) ^ (size_t(k.noopt) << 16) ^ k.base;
   }
 };
+// A kernel and the settings its codegen read (ALLOW_TF32, TC_*, SIMT_*, CPU_*, ...): it is reused only while they
+// read the same. They are read again only after a tg::Context change.
+struct CacheEntry {
+  std::shared_ptr<CompiledRunner> runner;
+  std::vector<EnvRead> settings;
+  uint64_t checked = 0;   // the context_generation() they were last found equal at
+};
 std::mutex cache_mu;
-std::unordered_map<CacheKey, std::shared_ptr<CompiledRunner>, CacheKeyHash> method_cache;
+std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> method_cache;
+std::shared_ptr<CompiledRunner> cached(const CacheKey& key) {
+  auto it = method_cache.find(key);
+  if (it == method_cache.end()) return nullptr;
+  const uint64_t gen = context_generation();
+  if (it->second.checked != gen) {
+    if (!env_unchanged(it->second.settings)) return method_cache.erase(it), nullptr;
+    it->second.checked = gen;
+  }
+  return it->second.runner;
+}
 }  // namespace
 
 namespace {
@@ -253,21 +270,22 @@ void save_replay(const std::string& dir, const UOp& ast, const Kernel& k, const 
 
 std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp& ast) {
   const std::string dname = canonicalize_device(device);
-  const int64_t beam = getenv("BEAM"), noopt = getenv("NOOPT"), tf32 = getenv("ALLOW_TF32", 0);
-  const CacheKey ckey{dname, ast, beam, noopt, false, tf32};
+  const int64_t beam = getenv("BEAM"), noopt = getenv("NOOPT");
+  const CacheKey ckey{dname, ast, beam, noopt, false};
   std::lock_guard<std::mutex> lock(cache_mu);
-  if (auto it = method_cache.find(ckey); it != method_cache.end()) return it->second;
+  if (auto hit = cached(ckey)) return hit;
   // another device of the same kind (CUDA:1 after CUDA) reuses the compiled program
-  const CacheKey bkey{dname.substr(0, dname.find(':')), ast, beam, noopt, true, tf32};
+  const CacheKey bkey{dname.substr(0, dname.find(':')), ast, beam, noopt, true};
   std::shared_ptr<CompiledRunner> ret;
-  if (auto it = method_cache.find(bkey); it != method_cache.end()) {
-    RenderedProgram p = it->second->p;
+  if (auto base = cached(bkey)) {
+    RenderedProgram p = base->p;
     p.device = dname;
-    ret = std::make_shared<CompiledRunner>(p, it->second->lib);
-    ret->mem_estimate = it->second->mem_estimate;
+    ret = std::make_shared<CompiledRunner>(p, base->lib);
+    ret->mem_estimate = base->mem_estimate;
   } else {
     std::unique_ptr<Kernel> k;
     RenderedProgram p;
+    EnvReads settings;
     {
       profile::Span span("codegen");   // opts, lowering, rendering; the compile is its own span
       k = get_kernel(get_renderer(dname), ast);
@@ -278,9 +296,9 @@ std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp&
     if (std::string dir = getenv_str("REPLAY_DIR"); !dir.empty()) save_replay(dir, ast, *k, p);
     ret = std::make_shared<CompiledRunner>(p);
     ret->mem_estimate = k->mem_estimate();
-    method_cache[bkey] = ret;
+    method_cache[bkey] = {ret, settings.take(), context_generation()};
   }
-  method_cache[ckey] = ret;
+  method_cache[ckey] = {ret, method_cache[bkey].settings, context_generation()};
   return ret;
 }
 
