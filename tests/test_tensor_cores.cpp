@@ -605,6 +605,7 @@ TEST(TCGemm, PTXSimtFp32) {
   if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
   const RenderedProgram p = template_program(last_ast(mat({4096, 4096}, dtypes::float32).matmul(mat({4096, 4096}, dtypes::float32))));
   ASSERT_NE(p.src.find("SIMT fp32"), std::string::npos) << p.src;
+  if (const char* d = std::getenv("SIMT_DUMP")) { FILE* fp = std::fopen(d, "w"); std::fputs(p.src.c_str(), fp); std::fclose(fp); }  // TMPDUMP
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const std::string ptx = nvrtc().to_ptx(p.src, arch);
     ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << arch << "\n" << ptx << "\n" << p.src;
@@ -973,8 +974,8 @@ TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
   std::mt19937 rng(11);
   struct EmuCase {
-    const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_warp = 0;
-    bool tf32 = false;
+    const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_db = 0;
+    bool tf32 = false; const char* simt_tile = "8x8";
   };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
@@ -1012,8 +1013,13 @@ TEST(TCGemm, WarpEmulated) {
       {"SIMT fp32 batched", last_ast(mat({2, 64, 44}, dtypes::float32).matmul(mat({2, 44, 72}, dtypes::float32))), 0, 0},
       {"SIMT fp32 k tile 16, A^T, K=44", last_ast(mat({44, 72}, dtypes::float32).transpose().matmul(mat({44, 136}, dtypes::float32))), 0, 0,
        false, 16},
-      {"SIMT fp32 warp-tiled threads, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
+      {"SIMT fp32 fragments double-buffered, B^T", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({200, 72}, dtypes::float32).transpose())), 0, 0,
        false, 8, nullptr, 1},
+      {"SIMT fp32 8x16 threads (128x256 tile), double-buffered, k tile 16, 136x264x44 + bias + relu",
+       last_ast((mat({136, 44}, dtypes::float32).matmul(mat({44, 264}, dtypes::float32)) + mat({264}, dtypes::float32)).relu()), 0, 0, false, 16,
+       nullptr, 1, false, "8x16"},
+      {"SIMT fp32 16x8 threads (256x128 tile), batched, A^T", last_ast(mat({2, 40, 264}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 40, 72}, dtypes::float32))),
+       0, 0, false, 8, nullptr, 0, false, "16x8"},
       // ALLOW_TF32: fp32 on mma.sync m16n8k8 (K-major operands by ldmatrix, M/N-major ones by scalar loads), both tiles
       {"TF32 136x200x72, B N-major, 128-tile", last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 128,
        false, 8, nullptr, 0, true},
@@ -1037,7 +1043,8 @@ TEST(TCGemm, WarpEmulated) {
     SCOPED_TRACE(c.what);
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
-                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_WARP", std::to_string(c.simt_warp)},
+                                                   {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_DB", std::to_string(c.simt_db)},
+                                                   {"SIMT_TILE", c.simt_tile},
                                                    {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
@@ -1230,11 +1237,12 @@ TEST(TensorCoresGPU, TmaConfigs) {
 TEST(TensorCoresGPU, SimtFp32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(17);
-  for (const char* bk : {"8", "16", "8w", "16w"}) {   // w: SIMT_WARP=1
-    SCOPED_TRACE(std::string("SIMT_BK=") + bk);
-    Context ctx(std::map<std::string, std::string>{{"SIMT_BK", std::string(bk, 1 + (bk[1] == '6'))},
-                                                   {"SIMT_WARP", std::string(bk).back() == 'w' ? "1" : "0"}});
-    clear_method_cache();   // SIMT_BK and SIMT_WARP are not part of the kernel cache's key: each variant compiles
+  // SIMT_TILE, SIMT_BK, SIMT_DB: the default and the variants swept on the device (bench/tc_notes.md)
+  for (auto [tile, bk, db] : std::vector<std::tuple<const char*, const char*, const char*>>{
+           {"8x8", "16", "0"}, {"8x8", "8", "1"}, {"8x16", "16", "1"}, {"8x16", "8", "0"}, {"16x8", "16", "1"}}) {
+    SCOPED_TRACE(std::string("SIMT_TILE=") + tile + " SIMT_BK=" + bk + " SIMT_DB=" + db);
+    Context ctx(std::map<std::string, std::string>{{"SIMT_TILE", tile}, {"SIMT_BK", bk}, {"SIMT_DB", db}});
+    clear_method_cache();   // the SIMT switches are not part of the kernel cache's key: each variant compiles
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);
     check_gemm(3, 128, 192, 64, dtypes::float32, std::nullopt, false, false, false, 1e-5);

@@ -863,66 +863,109 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
 
 // ------------------------------------------------------------------ fp32 without tensor cores: SIMT
 
-// The classic register-blocked SGEMM: a 128x128 block tile of 256 threads, each 8x8 outputs (two 4-row and two
-// 4-column strips 64 apart, so the float4 shared-memory reads of a warp are conflict-free), k tiles of 8 in two
-// shared-memory buffers [k][row] (K-major operands are transposed on the way in). The next k tile's 16 bytes per
-// thread and operand are loaded into registers before the FMAs of this one and stored after them: one barrier per
-// k tile. Edges: zero-filled loads (rows, and K in steps of 4), guarded stores.
-// One operand's k tile (bk x 128) as float4 per thread: `it` of bk/8 (each thread's share of the 256 threads).
-std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0, int bk) {
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
-  if (o.k_major) {   // bk/4 threads per row, 4 k each
-    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
-    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gr * " + S(o.s_row) +
-         " + gk) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
-  } else {           // 32 threads per k row, 4 rows each
-    s += "        const int lk = e >> 5, lr = (e & 31) << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
-    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gk * " + S(o.s_k) +
-         " + gr) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
-  }
+// The classic register-blocked SGEMM: 256 threads as a 16x16 grid, each tm x tn outputs in 4x4 cells 64 rows and 64
+// columns apart (block tile 16*tm x 16*tn), so the float4 shared-memory reads of a warp (4x8 threads) hit 4 distinct
+// A and 8 distinct B chunks. k tiles of bk in two shared-memory buffers [k][row] (K-major operands are transposed on
+// the way in). The next k tile's 16-byte chunks are loaded into registers before the FMAs of this one and stored after
+// them: one barrier per k tile. Edges: zero-filled loads (rows, and K in steps of 4) where the tiles don't divide
+// the shape, guarded stores.
+struct SimtCfg {
+  int tm = 8, tn = 8, bk = 16, min_blocks = 2;
+  bool db = false;   // the shared-memory fragments double-buffered in registers: k+1's read before k's FMAs
+  int bm() const { return 16 * tm; }
+  int bn() const { return 16 * tn; }
+};
+
+// SIMT_TILE=8x8|8x16|16x8 (tm x tn per thread), SIMT_BK=8|16, SIMT_DB=0|1, SIMT_MINB (blocks per SM the registers are
+// capped for: 2 for 8x8, else 1)
+SimtCfg simt_cfg() {
+  SimtCfg c;
+  const std::string t = getenv_str("SIMT_TILE", "8x8");
+  if (t == "8x16") c.tn = 16;
+  else if (t == "16x8") c.tm = 16;
+  else if (t != "8x8") throw Error("SIMT_TILE=" + t + ": the fp32 GEMM template's thread tile is 8x8, 8x16 or 16x8");
+  c.bk = static_cast<int>(getenv("SIMT_BK", 16));
+  if (c.bk != 8 && c.bk != 16) throw Error("SIMT_BK=" + std::to_string(c.bk) + ": the fp32 GEMM template's k tile is 8 or 16");
+  c.min_blocks = static_cast<int>(getenv("SIMT_MINB", c.tm * c.tn == 64 ? 2 : 1));
+  if (c.min_blocks < 1 || c.min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(c.min_blocks) + ": 1 to 3 blocks per SM");
+  c.db = getenv("SIMT_DB", 0) != 0;
+  return c;
+}
+
+// One operand's k tile (bk x rows) as float4 per thread: rows*bk/1024 of them (each thread's share of 256)
+std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0, int bk, int rows) {
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(rows * bk / 1024) + "; it++) {\n        const int e = tid + it * 256;\n";
+  std::string guard;   // only where the tiles don't divide the shape
+  if (dim % rows != 0) guard = "gr < " + S(dim);
+  if (K % bk != 0) guard += (guard.empty() ? "" : " && ") + std::string("gk < ") + S(K);
+  const std::string ptr = o.k_major ? g + " + gr * " + S(o.s_row) + " + gk" : g + " + gk * " + S(o.s_k) + " + gr";
+  if (o.k_major) s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2";   // bk/4 threads per row, 4 k each
+  else s += "        const int lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2";      // rows/4 threads per k row
+  s += ", gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n        " + reg + "[it] = ";
+  s += guard.empty() ? "*reinterpret_cast<const float4*>(" + ptr + ");\n"
+                     : guard + " ? *reinterpret_cast<const float4*>(" + ptr + ") : make_float4(0.f, 0.f, 0.f, 0.f);\n";
   return s + "      }\n";
 }
-std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk) {
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk, int rows) {
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(rows * bk / 1024) + "; it++) {\n        const int e = tid + it * 256;\n";
   if (o.k_major)
     s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
          "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
   else
-    s += "        const int lk = e >> 5, lr = (e & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "[it];\n";
+    s += "        const int lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2;\n        *reinterpret_cast<float4*>(&" + sm +
+         "[buf][lk][lr]) = " + reg + "[it];\n";
   return s + "      }\n";
 }
 
-// SIMT_BK=8|16: the k tile. SIMT_WARP=1: a warp's 32 threads take 4x8 of the 16x16 4x4 cells (its float4 reads
-// of a k row: 4 distinct A and 8 distinct B chunks, one shared-memory wavefront each); 0: 2x16 (2 A, 16 B: two
-// wavefronts per B read). H200, 4096^3 (bench/tc_notes.md): BK 8 / 2x16 38.1 TFLOP/s, BK 16 41.3, BK 8 / 4x8 38.2,
-// BK 16 / 4x8 43.1 (torch 50.0): the defaults. SIMT_MINB: blocks per SM the registers are capped for (2).
-std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
-  const int bk = static_cast<int>(getenv("SIMT_BK", 16)), min_blocks = static_cast<int>(getenv("SIMT_MINB", 2));
-  if (bk != 8 && bk != 16) throw Error("SIMT_BK=" + std::to_string(bk) + ": the fp32 GEMM template's k tile is 8 or 16");
-  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + bk - 1) / bk;
-  if (min_blocks < 1 || min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(min_blocks) + ": 1 to 3 blocks per SM");
-  Opening o = opening(p, r, fname, 256, min_blocks, tiles_m, tiles_n, 128, 128, "");
+// k row `k` of buffer `buf` into the fragment registers fa/fb (float4s; f: "" or "[f]")
+std::string simt_frag(const SimtCfg& c, const std::string& f, const std::string& buf, const std::string& k) {
+  std::string s;
+  for (int i = 0; i < c.tm / 4; i++) s += "      fa" + f + "[" + S(i) + "] = *reinterpret_cast<const float4*>(&tg_as[" + buf + "][" + k + "][tr + " + S(64 * i) + "]);\n";
+  for (int j = 0; j < c.tn / 4; j++) s += "      fb" + f + "[" + S(j) + "] = *reinterpret_cast<const float4*>(&tg_bs[" + buf + "][" + k + "][tc + " + S(64 * j) + "]);\n";
+  return s;
+}
+std::string simt_fma(const SimtCfg& c, const std::string& f) {
+  auto vals = [&](const std::string& v, int n) {
+    std::string s;
+    for (int i = 0; i < n; i++) s += std::string(i ? ", " : "") + v + f + "[" + S(i / 4) + "]." + "xyzw"[i % 4];
+    return s;
+  };
+  return "      {\n      const float av[" + S(c.tm) + "] = {" + vals("fa", c.tm) + "};\n      const float bv[" + S(c.tn) + "] = {" + vals("fb", c.tn) +
+         "};\n#pragma unroll\n      for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n        for (int j = 0; j < " + S(c.tn) +
+         "; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
+}
+
+std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r, const std::string& fname) {
+  const int bk = c.bk, bm = c.bm(), bn = c.bn();
+  const int64_t tiles_m = (p.M + bm - 1) / bm, tiles_n = (p.N + bn - 1) / bn, kt_n = (p.K + bk - 1) / bk;
+  Opening o = opening(p, r, fname, 256, c.min_blocks, tiles_m, tiles_n, bm, bn, "");
   std::string s = o.src;
-  s += "  // SIMT fp32: block tile 128x128x" + S(bk) + ", 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
-       " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][128];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][128];\n";
-  if (getenv("SIMT_WARP", 1) == 1) s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
-  else s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
-  s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
-  s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
-  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
-  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk) + simt_store(p.b, "rb", "tg_bs", bk) + "  };\n";
+  s += "  // SIMT fp32: block tile " + S(bm) + "x" + S(bn) + "x" + S(bk) + ", 256 threads of " + S(c.tm) + "x" + S(c.tn) +
+       (c.db ? ", fragments double-buffered" : "") + ", 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][" + S(bm) + "];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][" + S(bn) + "];\n";
+  s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
+  s += "  float c[" + S(c.tm) + "][" + S(c.tn) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " +
+       S(c.tn) + "; j++) c[i][j] = 0.0f;\n";
+  s += "  float4 ra[" + S(bm * bk / 1024) + "], rb[" + S(bn * bk / 1024) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk, bm) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk, bn) + "  };\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk, bm) + simt_store(p.b, "rb", "tg_bs", bk, bn) + "  };\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
-  s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-  s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n";
-  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
-  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
-  s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
-  s += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n    }\n";
-  s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
-  s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
+  if (!c.db) {
+    s += "  float4 fa[" + S(c.tm / 4) + "], fb[" + S(c.tn / 4) + "];\n";
+    s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
+    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n" + simt_frag(c, "", "cur", "k") + simt_fma(c, "") + "    }\n";
+    s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
+  } else {
+    // k+1's fragments are read while k's FMAs run; the next tile's first row right after its barrier
+    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0");
+    s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
+    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1") + simt_fma(c, "[k & 1]") + "    }\n";
+    s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur ^ 1", "0") + "    }\n";
+    s += simt_fma(c, "[1]") + "  }\n";
+  }
+  s += "#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n  for (int j = 0; j < " + S(c.tn) + "; j++) {\n";
   s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
-  s += "    " + in_bounds(p, 128, 128) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
+  s += "    " + in_bounds(p, bm, bn) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
   return s;
 }
 
@@ -948,8 +991,9 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     prg.device = k.opts->device;
     auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
     if (p.simt) {
-      prg.src = render_simt(p, *r, prg.function_name);
-      prg.global_size = {((p.M + 127) / 128) * ((p.N + 127) / 128), 1, p.batch};
+      const SimtCfg sc = simt_cfg();
+      prg.src = render_simt(p, sc, *r, prg.function_name);
+      prg.global_size = {((p.M + sc.bm() - 1) / sc.bm()) * ((p.N + sc.bn() - 1) / sc.bn()), 1, p.batch};
       prg.local_size = {256, 1, 1};
     }
     std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
