@@ -698,6 +698,7 @@ static thread_local std::barrier<>* emu_block;
 static thread_local int emu_lane;
 #define __syncthreads() emu_block->arrive_and_wait()
 static void tg_cp_async16(void* dst, const void* src, int bytes) { if (bytes == 16) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16); }
+static void tg_cp_async4(void* dst, const void* src, int bytes) { if (bytes == 4) std::memcpy(dst, src, 4); else std::memset(dst, 0, 4); }
 static void tg_cp_commit() {}
 template <int N> static void tg_cp_wait() {}
 static uint16_t emu_h(const void* p, int i) { uint16_t v; std::memcpy(&v, static_cast<const char*>(p) + 2 * i, 2); return v; }
@@ -975,7 +976,7 @@ TEST(TCGemm, WarpEmulated) {
   std::mt19937 rng(11);
   struct EmuCase {
     const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_db = 0;
-    bool tf32 = false; const char* simt_tile = "8x8";
+    bool tf32 = false; const char* simt_tile = "8x8"; int64_t simt_async = 0;
   };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
@@ -1018,6 +1019,15 @@ TEST(TCGemm, WarpEmulated) {
       {"SIMT fp32 8x16 threads (128x256 tile), double-buffered, k tile 16, 136x264x44 + bias + relu",
        last_ast((mat({136, 44}, dtypes::float32).matmul(mat({44, 264}, dtypes::float32)) + mat({264}, dtypes::float32)).relu()), 0, 0, false, 16,
        nullptr, 1, false, "8x16"},
+      // cp.async stages: 16-byte copies of M/N-major rows, 4-byte transposing copies of K-major ones, zero-filled edges
+      {"SIMT fp32 3 cp.async stages, 136x200x72 + bias + relu (A K-major)",
+       last_ast((mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32)) + mat({200}, dtypes::float32)).relu()), 0, 0, false, 8,
+       nullptr, 1, false, "8x8", 3},
+      {"SIMT fp32 2 cp.async stages, k tile 16, batched A^T B^T, K=44",
+       last_ast(mat({2, 44, 72}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 136, 44}, dtypes::float32).transpose(-1, -2))), 0, 0, false, 16,
+       nullptr, 1, false, "8x8", 2},
+      {"SIMT fp32 8x16 threads, 3 cp.async stages, 72x264x40, B^T",
+       last_ast(mat({72, 40}, dtypes::float32).matmul(mat({264, 40}, dtypes::float32).transpose())), 0, 0, false, 8, nullptr, 1, false, "8x16", 3},
       {"SIMT fp32 16x8 threads (256x128 tile), batched, A^T", last_ast(mat({2, 40, 264}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 40, 72}, dtypes::float32))),
        0, 0, false, 8, nullptr, 0, false, "16x8"},
       // ALLOW_TF32: fp32 on mma.sync m16n8k8 (K-major operands by ldmatrix, M/N-major ones by scalar loads), both tiles
@@ -1044,7 +1054,7 @@ TEST(TCGemm, WarpEmulated) {
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
                                                    {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_DB", std::to_string(c.simt_db)},
-                                                   {"SIMT_TILE", c.simt_tile},
+                                                   {"SIMT_TILE", c.simt_tile}, {"SIMT_ASYNC", std::to_string(c.simt_async)},
                                                    {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
@@ -1237,11 +1247,11 @@ TEST(TensorCoresGPU, TmaConfigs) {
 TEST(TensorCoresGPU, SimtFp32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(17);
-  // SIMT_TILE, SIMT_BK, SIMT_DB: the default and the variants swept on the device (bench/tc_notes.md)
-  for (auto [tile, bk, db] : std::vector<std::tuple<const char*, const char*, const char*>>{
-           {"8x8", "16", "0"}, {"8x8", "8", "1"}, {"8x16", "16", "1"}, {"8x16", "8", "0"}, {"16x8", "16", "1"}}) {
-    SCOPED_TRACE(std::string("SIMT_TILE=") + tile + " SIMT_BK=" + bk + " SIMT_DB=" + db);
-    Context ctx(std::map<std::string, std::string>{{"SIMT_TILE", tile}, {"SIMT_BK", bk}, {"SIMT_DB", db}});
+  // SIMT_TILE, SIMT_BK, SIMT_DB, SIMT_ASYNC: the default and the variants swept on the device (bench/tc_notes.md)
+  for (auto [tile, bk, db, async] : std::vector<std::tuple<const char*, const char*, const char*, const char*>>{
+           {"8x8", "16", "0", "0"}, {"8x8", "8", "1", "0"}, {"8x8", "8", "1", "3"}, {"8x8", "16", "1", "2"}, {"8x16", "8", "1", "3"}, {"16x8", "16", "1", "0"}}) {
+    SCOPED_TRACE(std::string("SIMT_TILE=") + tile + " SIMT_BK=" + bk + " SIMT_DB=" + db + " SIMT_ASYNC=" + async);
+    Context ctx(std::map<std::string, std::string>{{"SIMT_TILE", tile}, {"SIMT_BK", bk}, {"SIMT_DB", db}, {"SIMT_ASYNC", async}});
     clear_method_cache();   // the SIMT switches are not part of the kernel cache's key: each variant compiles
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);
     check_gemm(1, 520, 268, 392, dtypes::float32, std::nullopt, true, true, true, 1e-5);

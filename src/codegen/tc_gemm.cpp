@@ -872,6 +872,7 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
 struct SimtCfg {
   int tm = 8, tn = 8, bk = 16, min_blocks = 2;
   bool db = false;   // the shared-memory fragments double-buffered in registers: k+1's read before k's FMAs
+  int stages = 0;    // 0: global -> registers -> shared memory; >= 2: cp.async into that many stages (needs db)
   int bm() const { return 16 * tm; }
   int bn() const { return 16 * tn; }
 };
@@ -889,6 +890,10 @@ SimtCfg simt_cfg() {
   c.min_blocks = static_cast<int>(getenv("SIMT_MINB", c.tm * c.tn == 64 ? 2 : 1));
   if (c.min_blocks < 1 || c.min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(c.min_blocks) + ": 1 to 3 blocks per SM");
   c.db = getenv("SIMT_DB", 0) != 0;
+  c.stages = static_cast<int>(getenv("SIMT_ASYNC", 0));
+  if (c.stages != 0 && (c.stages < 2 || !c.db)) throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": 2 or more cp.async stages, with SIMT_DB=1");
+  if (c.stages * c.bk * (c.bm() + c.bn() + 8) * 4 > 48 * 1024)
+    throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": the stages take more than 48 KiB of static shared memory at this tile and SIMT_BK");
   return c;
 }
 
@@ -917,6 +922,31 @@ std::string simt_store(const Operand& o, const std::string& reg, const std::stri
   return s + "      }\n";
 }
 
+// cp.async copies of one operand's k tile kt into stage st: 16-byte chunks where its rows are contiguous (M/N-major),
+// else 4-byte copies that transpose K-major rows into [k][row]: a warp takes 4 rows x 8 k (whole 32-byte sectors
+// of global memory; 32 distinct banks with the row stride rows+4 that K-major tiles get)
+std::string simt_async(const Operand& o, const std::string& g, const std::string& sm, int64_t dim, int64_t K, const std::string& row0, int bk, int rows) {
+  std::string guard;
+  if (dim % rows != 0) guard = "gr < " + S(dim);
+  if (K % bk != 0) guard += (guard.empty() ? "" : " && ") + std::string("gk < ") + S(K);
+  const int w = o.k_major ? 4 : 16;
+  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(rows * bk * 4 / w / 256) + "; it++) {\n";
+  if (o.k_major)
+    s += "        const int q = warp + it * 8, lr = ((q / " + S(bk / 8) + ") << 2) + (lane >> 3), lk = ((q % " + S(bk / 8) + ") << 3) + (lane & 7)";
+  else s += "        const int e = tid + it * 256, lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2";
+  s += ", gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
+  const std::string ptr = o.k_major ? g + " + gr * " + S(o.s_row) + " + gk" : g + " + gk * " + S(o.s_k) + " + gr";
+  s += "        tg_cp_async" + S(w) + "(&" + sm + "[st][lk][lr], " + (guard.empty() ? ptr + ", " + S(w) : guard + " ? " + ptr + " : " + g + ", " + guard + " ? " + S(w) + " : 0") + ");\n";
+  return s + "      }\n";
+}
+const char* kSimtHelpers = R"(#ifndef TG_GEMM_EMU
+__device__ __forceinline__ void tg_cp_async4(void* dst, const void* src, int bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(s), "l"(src), "r"(bytes) : "memory");
+}
+#endif
+)";
+
 // k row `k` of buffer `buf` into the fragment registers fa/fb (float4s; f: "" or "[f]")
 std::string simt_frag(const SimtCfg& c, const std::string& f, const std::string& buf, const std::string& k) {
   std::string s;
@@ -935,18 +965,42 @@ std::string simt_fma(const SimtCfg& c, const std::string& f) {
          "; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
 }
 
+// each thread's tm x tn results through the AST's epilogue (store: the opening's rendering of it)
+std::string simt_epilogue(const Plan& p, const SimtCfg& c, const std::string& store) {
+  std::string s = "#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n  for (int j = 0; j < " + S(c.tn) + "; j++) {\n";
+  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
+  return s + "    " + in_bounds(p, c.bm(), c.bn()) + "\n      const float acc = c[i][j];\n      " + store + "\n    }\n  }\n}\n";
+}
+
 std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r, const std::string& fname) {
   const int bk = c.bk, bm = c.bm(), bn = c.bn();
   const int64_t tiles_m = (p.M + bm - 1) / bm, tiles_n = (p.N + bn - 1) / bn, kt_n = (p.K + bk - 1) / bk;
-  Opening o = opening(p, r, fname, 256, c.min_blocks, tiles_m, tiles_n, bm, bn, "");
+  Opening o = opening(p, r, fname, 256, c.min_blocks, tiles_m, tiles_n, bm, bn, c.stages ? kSimtHelpers : "");
   std::string s = o.src;
   s += "  // SIMT fp32: block tile " + S(bm) + "x" + S(bn) + "x" + S(bk) + ", 256 threads of " + S(c.tm) + "x" + S(c.tn) +
-       (c.db ? ", fragments double-buffered" : "") + ", 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][" + S(bm) + "];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][" + S(bn) + "];\n";
+       (c.db ? ", fragments double-buffered" : "") + ", " + S(c.stages ? c.stages : 2) + (c.stages ? " cp.async stages" : " shared-memory buffers") + "; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  const int nbuf = c.stages ? c.stages : 2, pa = c.stages && p.a.k_major ? 4 : 0, pb = c.stages && p.b.k_major ? 4 : 0;   // row padding
+  s += "  __shared__ __align__(16) float tg_as[" + S(nbuf) + "][" + S(bk) + "][" + S(bm + pa) + "];\n  __shared__ __align__(16) float tg_bs[" + S(nbuf) + "][" + S(bk) +
+       "][" + S(bn + pb) + "];\n";
   s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
   s += "  float c[" + S(c.tm) + "][" + S(c.tn) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " +
        S(c.tn) + "; j++) c[i][j] = 0.0f;\n";
-  s += "  float4 ra[" + S(bm * bk / 1024) + "], rb[" + S(bn * bk / 1024) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  constexpr int KT = " + S(kt_n) + ";\n";
+  if (c.stages) {
+    // the copy into stage (kt-1)%S at tile kt's start: every thread read that stage before the barrier ending kt-1
+    const int ns = c.stages;
+    s += "  auto copy = [&](int kt, int st) {\n" + simt_async(p.a, "ga", "tg_as", p.M, p.K, "m0", bk, bm) + simt_async(p.b, "gb", "tg_bs", p.N, p.K, "n0", bk, bn) + "  };\n";
+    s += "#pragma unroll\n  for (int st = 0; st < " + S(ns - 1) + "; st++) {\n    if (st < KT) copy(st, st);\n    tg_cp_commit();\n  }\n";
+    s += "  tg_cp_wait<" + S(ns - 2) + ">();\n  __syncthreads();\n";
+    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0");
+    s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt % " + S(ns) + ";\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", (kt + " + S(ns - 1) +
+         ") % " + S(ns) + ");\n    tg_cp_commit();\n";
+    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1") + simt_fma(c, "[k & 1]") + "    }\n";
+    s += "    if (kt + 1 < KT) {\n      tg_cp_wait<" + S(ns - 2) + ">();\n      __syncthreads();\n" + simt_frag(c, "[0]", "(kt + 1) % " + S(ns), "0") + "    }\n";
+    s += simt_fma(c, "[1]") + "  }\n";
+    return s + simt_epilogue(p, c, o.store);
+  }
+  s += "  float4 ra[" + S(bm * bk / 1024) + "], rb[" + S(bn * bk / 1024) + "];\n";
   s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk, bm) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk, bn) + "  };\n";
   s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk, bm) + simt_store(p.b, "rb", "tg_bs", bk, bn) + "  };\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
@@ -963,10 +1017,7 @@ std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r
     s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur ^ 1", "0") + "    }\n";
     s += simt_fma(c, "[1]") + "  }\n";
   }
-  s += "#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n  for (int j = 0; j < " + S(c.tn) + "; j++) {\n";
-  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
-  s += "    " + in_bounds(p, bm, bn) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
-  return s;
+  return s + simt_epilogue(p, c, o.store);
 }
 
 }  // namespace
