@@ -892,7 +892,7 @@ SimtCfg simt_cfg() {
   c.db = getenv("SIMT_DB", 0) != 0;
   c.stages = static_cast<int>(getenv("SIMT_ASYNC", 0));
   if (c.stages != 0 && (c.stages < 2 || !c.db)) throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": 2 or more cp.async stages, with SIMT_DB=1");
-  if (c.stages * c.bk * (c.bm() + c.bn() + 8) * 4 > 48 * 1024)
+  if (c.stages * c.bk * (c.bm() + c.bn()) * 4 > 48 * 1024)
     throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": the stages take more than 48 KiB of static shared memory at this tile and SIMT_BK");
   return c;
 }
@@ -922,9 +922,13 @@ std::string simt_store(const Operand& o, const std::string& reg, const std::stri
   return s + "      }\n";
 }
 
+// the column of 4-row chunk `ch` in k row `k` of a shared-memory tile: XORed by k%8 where swz (cp.async's K-major tiles)
+std::string simt_chunk(bool swz, const std::string& ch, const std::string& k) {
+  return swz ? "(((" + ch + ") ^ ((" + k + ") & 7)) << 2)" : "((" + ch + ") << 2)";
+}
 // cp.async copies of one operand's k tile kt into stage st: 16-byte chunks where its rows are contiguous (M/N-major),
 // else 4-byte copies that transpose K-major rows into [k][row]: a warp takes 4 rows x 8 k (whole 32-byte sectors
-// of global memory; 32 distinct banks with the row stride rows+4 that K-major tiles get)
+// of global memory), each k row's 4-row chunks XORed by k%8 (simt_chunk) so that those 32 stores hit 32 banks
 std::string simt_async(const Operand& o, const std::string& g, const std::string& sm, int64_t dim, int64_t K, const std::string& row0, int bk, int rows) {
   std::string guard;
   if (dim % rows != 0) guard = "gr < " + S(dim);
@@ -936,7 +940,8 @@ std::string simt_async(const Operand& o, const std::string& g, const std::string
   else s += "        const int e = tid + it * 256, lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2";
   s += ", gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
   const std::string ptr = o.k_major ? g + " + gr * " + S(o.s_row) + " + gk" : g + " + gk * " + S(o.s_k) + " + gr";
-  s += "        tg_cp_async" + S(w) + "(&" + sm + "[st][lk][lr], " + (guard.empty() ? ptr + ", " + S(w) : guard + " ? " + ptr + " : " + g + ", " + guard + " ? " + S(w) + " : 0") + ");\n";
+  const std::string col = o.k_major ? simt_chunk(true, "(lr >> 2)", "lk") + " + (lane >> 3)" : "lr";
+  s += "        tg_cp_async" + S(w) + "(&" + sm + "[st][lk][" + col + "], " + (guard.empty() ? ptr + ", " + S(w) : guard + " ? " + ptr + " : " + g + ", " + guard + " ? " + S(w) + " : 0") + ");\n";
   return s + "      }\n";
 }
 const char* kSimtHelpers = R"(#ifndef TG_GEMM_EMU
@@ -948,10 +953,12 @@ __device__ __forceinline__ void tg_cp_async4(void* dst, const void* src, int byt
 )";
 
 // k row `k` of buffer `buf` into the fragment registers fa/fb (float4s; f: "" or "[f]")
-std::string simt_frag(const SimtCfg& c, const std::string& f, const std::string& buf, const std::string& k) {
+std::string simt_frag(const SimtCfg& c, const std::string& f, const std::string& buf, const std::string& k, bool swz_a, bool swz_b) {
   std::string s;
-  for (int i = 0; i < c.tm / 4; i++) s += "      fa" + f + "[" + S(i) + "] = *reinterpret_cast<const float4*>(&tg_as[" + buf + "][" + k + "][tr + " + S(64 * i) + "]);\n";
-  for (int j = 0; j < c.tn / 4; j++) s += "      fb" + f + "[" + S(j) + "] = *reinterpret_cast<const float4*>(&tg_bs[" + buf + "][" + k + "][tc + " + S(64 * j) + "]);\n";
+  for (int i = 0; i < c.tm / 4; i++)
+    s += "      fa" + f + "[" + S(i) + "] = *reinterpret_cast<const float4*>(&tg_as[" + buf + "][" + k + "][" + simt_chunk(swz_a, "tr >> 2", k) + " + " + S(64 * i) + "]);\n";
+  for (int j = 0; j < c.tn / 4; j++)
+    s += "      fb" + f + "[" + S(j) + "] = *reinterpret_cast<const float4*>(&tg_bs[" + buf + "][" + k + "][" + simt_chunk(swz_b, "tc >> 2", k) + " + " + S(64 * j) + "]);\n";
   return s;
 }
 std::string simt_fma(const SimtCfg& c, const std::string& f) {
@@ -979,9 +986,10 @@ std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r
   std::string s = o.src;
   s += "  // SIMT fp32: block tile " + S(bm) + "x" + S(bn) + "x" + S(bk) + ", 256 threads of " + S(c.tm) + "x" + S(c.tn) +
        (c.db ? ", fragments double-buffered" : "") + ", " + S(c.stages ? c.stages : 2) + (c.stages ? " cp.async stages" : " shared-memory buffers") + "; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  const int nbuf = c.stages ? c.stages : 2, pa = c.stages && p.a.k_major ? 4 : 0, pb = c.stages && p.b.k_major ? 4 : 0;   // row padding
-  s += "  __shared__ __align__(16) float tg_as[" + S(nbuf) + "][" + S(bk) + "][" + S(bm + pa) + "];\n  __shared__ __align__(16) float tg_bs[" + S(nbuf) + "][" + S(bk) +
-       "][" + S(bn + pb) + "];\n";
+  const int nbuf = c.stages ? c.stages : 2;
+  const bool swz_a = c.stages && p.a.k_major, swz_b = c.stages && p.b.k_major;
+  s += "  __shared__ __align__(16) float tg_as[" + S(nbuf) + "][" + S(bk) + "][" + S(bm) + "];\n  __shared__ __align__(16) float tg_bs[" + S(nbuf) + "][" + S(bk) + "][" + S(bn) +
+       "];\n";
   s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
   s += "  float c[" + S(c.tm) + "][" + S(c.tn) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " +
        S(c.tn) + "; j++) c[i][j] = 0.0f;\n";
@@ -992,11 +1000,13 @@ std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r
     s += "  auto copy = [&](int kt, int st) {\n" + simt_async(p.a, "ga", "tg_as", p.M, p.K, "m0", bk, bm) + simt_async(p.b, "gb", "tg_bs", p.N, p.K, "n0", bk, bn) + "  };\n";
     s += "#pragma unroll\n  for (int st = 0; st < " + S(ns - 1) + "; st++) {\n    if (st < KT) copy(st, st);\n    tg_cp_commit();\n  }\n";
     s += "  tg_cp_wait<" + S(ns - 2) + ">();\n  __syncthreads();\n";
-    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0");
-    s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt % " + S(ns) + ";\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", (kt + " + S(ns - 1) +
-         ") % " + S(ns) + ");\n    tg_cp_commit();\n";
-    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1") + simt_fma(c, "[k & 1]") + "    }\n";
-    s += "    if (kt + 1 < KT) {\n      tg_cp_wait<" + S(ns - 2) + ">();\n      __syncthreads();\n" + simt_frag(c, "[0]", "(kt + 1) % " + S(ns), "0") + "    }\n";
+    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0", swz_a, swz_b);
+    // cur: the stage computed, nxt: the stage copied into (ns-1 tiles ahead)
+    auto inc = [&](const std::string& v) { return ns == 2 ? v + " ^= 1;" : v + " = " + v + " == " + S(ns - 1) + " ? 0 : " + v + " + 1;"; };
+    s += "  int cur = 0, nxt = " + S(ns - 1) + ";\n  for (int kt = 0; kt < KT; kt++) {\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", nxt);\n    tg_cp_commit();\n";
+    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1", swz_a, swz_b) + simt_fma(c, "[k & 1]") + "    }\n";
+    s += "    " + inc("cur") + "\n    " + inc("nxt") + "\n";
+    s += "    if (kt + 1 < KT) {\n      tg_cp_wait<" + S(ns - 2) + ">();\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur", "0", swz_a, swz_b) + "    }\n";
     s += simt_fma(c, "[1]") + "  }\n";
     return s + simt_epilogue(p, c, o.store);
   }
@@ -1007,14 +1017,14 @@ std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r
   if (!c.db) {
     s += "  float4 fa[" + S(c.tm / 4) + "], fb[" + S(c.tn / 4) + "];\n";
     s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n" + simt_frag(c, "", "cur", "k") + simt_fma(c, "") + "    }\n";
+    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n" + simt_frag(c, "", "cur", "k", false, false) + simt_fma(c, "") + "    }\n";
     s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
   } else {
     // k+1's fragments are read while k's FMAs run; the next tile's first row right after its barrier
-    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0");
+    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0", false, false);
     s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1") + simt_fma(c, "[k & 1]") + "    }\n";
-    s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur ^ 1", "0") + "    }\n";
+    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1", false, false) + simt_fma(c, "[k & 1]") + "    }\n";
+    s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur ^ 1", "0", false, false) + "    }\n";
     s += simt_fma(c, "[1]") + "  }\n";
   }
   return s + simt_epilogue(p, c, o.store);
