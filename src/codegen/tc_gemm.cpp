@@ -877,20 +877,23 @@ struct SimtCfg {
   int bn() const { return 16 * tn; }
 };
 
-// SIMT_TILE=8x8|8x16|16x8 (tm x tn per thread), SIMT_BK=8|16, SIMT_DB=0|1, SIMT_MINB (blocks per SM the registers are
-// capped for: 2 for 8x8, else 1)
-SimtCfg simt_cfg() {
+// The thread tile: 8x16 (128x256 blocks, one per SM) where those blocks fill the SMs at least once, else 8x8
+// (128x128, two per SM). SIMT_TILE=8x8|8x16|16x8, SIMT_BK=8|16, SIMT_DB=0|1, SIMT_ASYNC (stages) and SIMT_MINB (blocks
+// per SM the registers are capped for) override the tile's defaults.
+SimtCfg simt_cfg(const Plan& p, int sms) {
   SimtCfg c;
-  const std::string t = getenv_str("SIMT_TILE", "8x8");
+  std::string t = getenv_str("SIMT_TILE", "");
+  if (t.empty()) t = ((p.M + 127) / 128) * ((p.N + 255) / 256) * p.batch >= sms ? "8x16" : "8x8";
   if (t == "8x16") c.tn = 16;
   else if (t == "16x8") c.tm = 16;
   else if (t != "8x8") throw Error("SIMT_TILE=" + t + ": the fp32 GEMM template's thread tile is 8x8, 8x16 or 16x8");
-  c.bk = static_cast<int>(getenv("SIMT_BK", 16));
+  const bool wide = c.tm * c.tn > 64;
+  c.bk = static_cast<int>(getenv("SIMT_BK", wide ? 16 : 8));
   if (c.bk != 8 && c.bk != 16) throw Error("SIMT_BK=" + std::to_string(c.bk) + ": the fp32 GEMM template's k tile is 8 or 16");
-  c.min_blocks = static_cast<int>(getenv("SIMT_MINB", c.tm * c.tn == 64 ? 2 : 1));
+  c.min_blocks = static_cast<int>(getenv("SIMT_MINB", wide ? 1 : 2));
   if (c.min_blocks < 1 || c.min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(c.min_blocks) + ": 1 to 3 blocks per SM");
-  c.db = getenv("SIMT_DB", 0) != 0;
-  c.stages = static_cast<int>(getenv("SIMT_ASYNC", 0));
+  c.db = getenv("SIMT_DB", 1) != 0;
+  c.stages = static_cast<int>(getenv("SIMT_ASYNC", wide ? 2 : 0));
   if (c.stages != 0 && (c.stages < 2 || !c.db)) throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": 2 or more cp.async stages, with SIMT_DB=1");
   if (c.stages * c.bk * (c.bm() + c.bn()) * 4 > 48 * 1024)
     throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": the stages take more than 48 KiB of static shared memory at this tile and SIMT_BK");
@@ -1052,7 +1055,7 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     prg.device = k.opts->device;
     auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
     if (p.simt) {
-      const SimtCfg sc = simt_cfg();
+      const SimtCfg sc = simt_cfg(p, cuda && cuda->sms > 0 ? cuda->sms : 132);
       prg.src = render_simt(p, sc, *r, prg.function_name);
       prg.global_size = {((p.M + sc.bm() - 1) / sc.bm()) * ((p.N + sc.bn() - 1) / sc.bn()), 1, p.batch};
       prg.local_size = {256, 1, 1};
