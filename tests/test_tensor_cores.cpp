@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -976,7 +977,7 @@ TEST(TCGemm, WarpEmulated) {
   std::mt19937 rng(11);
   struct EmuCase {
     const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; int64_t simt_bk = 8; const char* tma = nullptr; int64_t simt_db = 0;
-    bool tf32 = false; const char* simt_tile = "8x8"; int64_t simt_async = 0;
+    bool tf32 = false; const char* simt_tile = "8x8"; int64_t simt_async = 0, simt_order = 0;
   };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
@@ -1026,6 +1027,8 @@ TEST(TCGemm, WarpEmulated) {
       {"SIMT fp32 2 cp.async stages, k tile 16, batched A^T B^T, K=44",
        last_ast(mat({2, 44, 72}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 136, 44}, dtypes::float32).transpose(-1, -2))), 0, 0, false, 16,
        nullptr, 1, false, "8x8", 2},
+      {"SIMT fp32 2 cp.async stages, fragments single-buffered, FMAs by B's column, 136x200x72",
+       last_ast(mat({136, 72}, dtypes::float32).matmul(mat({72, 200}, dtypes::float32))), 0, 0, false, 8, nullptr, 0, false, "8x8", 2, 1},
       {"SIMT fp32 8x16 threads, 3 cp.async stages, 72x264x40, B^T",
        last_ast(mat({72, 40}, dtypes::float32).matmul(mat({264, 40}, dtypes::float32).transpose())), 0, 0, false, 8, nullptr, 1, false, "8x16", 3},
       {"SIMT fp32 16x8 threads (256x128 tile), batched, A^T", last_ast(mat({2, 40, 264}, dtypes::float32).transpose(-1, -2).matmul(mat({2, 40, 72}, dtypes::float32))),
@@ -1055,6 +1058,7 @@ TEST(TCGemm, WarpEmulated) {
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},
                                                    {"SIMT_BK", std::to_string(c.simt_bk)}, {"SIMT_DB", std::to_string(c.simt_db)},
                                                    {"SIMT_TILE", c.simt_tile}, {"SIMT_ASYNC", std::to_string(c.simt_async)},
+                                                   {"SIMT_ORDER", std::to_string(c.simt_order)},
                                                    {"ALLOW_TF32", c.tf32 ? "1" : "0"}});
     const RenderedProgram p = c.sm90 ? template_program(c.ast, sm90r) : template_program(c.ast);
     ASSERT_TRUE(is_template(p)) << p.src;
@@ -1247,13 +1251,18 @@ TEST(TensorCoresGPU, TmaConfigs) {
 TEST(TensorCoresGPU, SimtFp32) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   Tensor::manual_seed(17);
-  // SIMT_TILE, SIMT_BK, SIMT_DB, SIMT_ASYNC: the default and the variants swept on the device (bench/tc_notes.md)
-  for (auto [tile, bk, db, async] : std::vector<std::tuple<const char*, const char*, const char*, const char*>>{
-           {"", "", "", ""}, {"8x8", "16", "0", "0"}, {"8x8", "8", "1", "0"}, {"8x8", "8", "1", "3"}, {"8x16", "8", "1", "3"}, {"8x16", "16", "1", "2"},
-           {"16x8", "8", "1", "3"}}) {
-    SCOPED_TRACE(std::string("SIMT_TILE=") + tile + " SIMT_BK=" + bk + " SIMT_DB=" + db + " SIMT_ASYNC=" + async);
+  // SIMT_TILE, SIMT_BK, SIMT_DB, SIMT_ASYNC, SIMT_ORDER: the defaults and the variants swept on the device (bench/tc_notes.md)
+  for (auto [tile, bk, db, async, order] : std::vector<std::array<const char*, 5>>{{"", "", "", "", ""},
+                                                                                  {"8x8", "16", "0", "0", "0"},
+                                                                                  {"8x8", "8", "1", "0", "1"},
+                                                                                  {"8x8", "8", "0", "3", "0"},
+                                                                                  {"8x16", "16", "1", "2", "1"},
+                                                                                  {"8x16", "16", "0", "2", "0"},
+                                                                                  {"8x16", "8", "1", "3", "0"},
+                                                                                  {"16x8", "8", "1", "3", "1"}}) {
+    SCOPED_TRACE(std::string("SIMT_TILE=") + tile + " SIMT_BK=" + bk + " SIMT_DB=" + db + " SIMT_ASYNC=" + async + " SIMT_ORDER=" + order);
     std::map<std::string, std::string> env;   // the first variant sets none: the defaults
-    if (*tile) env = {{"SIMT_TILE", tile}, {"SIMT_BK", bk}, {"SIMT_DB", db}, {"SIMT_ASYNC", async}};
+    if (*tile) env = {{"SIMT_TILE", tile}, {"SIMT_BK", bk}, {"SIMT_DB", db}, {"SIMT_ASYNC", async}, {"SIMT_ORDER", order}};
     Context ctx(env);
     clear_method_cache();   // the SIMT switches are not part of the kernel cache's key: each variant compiles
     check_gemm(1, 520, 264, 392, dtypes::float32, std::nullopt, false, false, false, 1e-5);

@@ -872,7 +872,8 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
 struct SimtCfg {
   int tm = 8, tn = 8, bk = 16, min_blocks = 2;
   bool db = false;   // the shared-memory fragments double-buffered in registers: k+1's read before k's FMAs
-  int stages = 0;    // 0: global -> registers -> shared memory; >= 2: cp.async into that many stages (needs db)
+  int stages = 0;    // 0: global -> registers -> shared memory; >= 2: cp.async into that many stages
+  bool j_outer = false;   // the FMAs of a k step: B's fragment in the outer loop
   int bm() const { return 16 * tm; }
   int bn() const { return 16 * tn; }
 };
@@ -894,7 +895,8 @@ SimtCfg simt_cfg(const Plan& p, int sms) {
   if (c.min_blocks < 1 || c.min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(c.min_blocks) + ": 1 to 3 blocks per SM");
   c.db = getenv("SIMT_DB", 1) != 0;
   c.stages = static_cast<int>(getenv("SIMT_ASYNC", wide ? 2 : 0));
-  if (c.stages != 0 && (c.stages < 2 || !c.db)) throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": 2 or more cp.async stages, with SIMT_DB=1");
+  if (c.stages == 1) throw Error("SIMT_ASYNC=1: 2 or more cp.async stages (0: none)");
+  c.j_outer = getenv("SIMT_ORDER", 0) != 0;
   if (c.stages * c.bk * (c.bm() + c.bn()) * 4 > 48 * 1024)
     throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": the stages take more than 48 KiB of static shared memory at this tile and SIMT_BK");
   return c;
@@ -971,8 +973,8 @@ std::string simt_fma(const SimtCfg& c, const std::string& f) {
     return s;
   };
   return "      {\n      const float av[" + S(c.tm) + "] = {" + vals("fa", c.tm) + "};\n      const float bv[" + S(c.tn) + "] = {" + vals("fb", c.tn) +
-         "};\n#pragma unroll\n      for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n        for (int j = 0; j < " + S(c.tn) +
-         "; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
+         "};\n#pragma unroll\n      for (int " + (c.j_outer ? "j = 0; j < " + S(c.tn) + "; j++" : "i = 0; i < " + S(c.tm) + "; i++") + ")\n#pragma unroll\n        for (int " +
+         (c.j_outer ? "i = 0; i < " + S(c.tm) + "; i++" : "j = 0; j < " + S(c.tn) + "; j++") + ") c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
 }
 
 // each thread's tm x tn results through the AST's epilogue (store: the opening's rendering of it)
@@ -1003,9 +1005,16 @@ std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r
     s += "  auto copy = [&](int kt, int st) {\n" + simt_async(p.a, "ga", "tg_as", p.M, p.K, "m0", bk, bm) + simt_async(p.b, "gb", "tg_bs", p.N, p.K, "n0", bk, bn) + "  };\n";
     s += "#pragma unroll\n  for (int st = 0; st < " + S(ns - 1) + "; st++) {\n    if (st < KT) copy(st, st);\n    tg_cp_commit();\n  }\n";
     s += "  tg_cp_wait<" + S(ns - 2) + ">();\n  __syncthreads();\n";
-    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0", swz_a, swz_b);
     // cur: the stage computed, nxt: the stage copied into (ns-1 tiles ahead)
     auto inc = [&](const std::string& v) { return ns == 2 ? v + " ^= 1;" : v + " = " + v + " == " + S(ns - 1) + " ? 0 : " + v + " + 1;"; };
+    if (!c.db) {
+      s += "  float4 fa[" + S(c.tm / 4) + "], fb[" + S(c.tn / 4) + "];\n";
+      s += "  int cur = 0, nxt = " + S(ns - 1) + ";\n  for (int kt = 0; kt < KT; kt++) {\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", nxt);\n    tg_cp_commit();\n";
+      s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n" + simt_frag(c, "", "cur", "k", swz_a, swz_b) + simt_fma(c, "") + "    }\n";
+      s += "    " + inc("cur") + "\n    " + inc("nxt") + "\n    tg_cp_wait<" + S(ns - 2) + ">();\n    __syncthreads();\n  }\n";
+      return s + simt_epilogue(p, c, o.store);
+    }
+    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0", swz_a, swz_b);
     s += "  int cur = 0, nxt = " + S(ns - 1) + ";\n  for (int kt = 0; kt < KT; kt++) {\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", nxt);\n    tg_cp_commit();\n";
     s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1", swz_a, swz_b) + simt_fma(c, "[k & 1]") + "    }\n";
     s += "    " + inc("cur") + "\n    " + inc("nxt") + "\n";
