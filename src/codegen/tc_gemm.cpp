@@ -863,183 +863,80 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
 
 // ------------------------------------------------------------------ fp32 without tensor cores: SIMT
 
-// The classic register-blocked SGEMM: 256 threads as a 16x16 grid, each tm x tn outputs in 4x4 cells 64 rows and 64
-// columns apart (block tile 16*tm x 16*tn), so the float4 shared-memory reads of a warp (4x8 threads) hit 4 distinct
-// A and 8 distinct B chunks. k tiles of bk in two shared-memory buffers [k][row] (K-major operands are transposed on
-// the way in). The next k tile's 16-byte chunks are loaded into registers before the FMAs of this one and stored after
-// them: one barrier per k tile. Edges: zero-filled loads (rows, and K in steps of 4) where the tiles don't divide
-// the shape, guarded stores.
-struct SimtCfg {
-  int tm = 8, tn = 8, bk = 16, min_blocks = 2;
-  bool db = false;   // the shared-memory fragments double-buffered in registers: k+1's read before k's FMAs
-  int stages = 0;    // 0: global -> registers -> shared memory; >= 2: cp.async into that many stages
-  bool j_outer = false;   // the FMAs of a k step: B's fragment in the outer loop
-  int bm() const { return 16 * tm; }
-  int bn() const { return 16 * tn; }
-};
+// The classic register-blocked SGEMM: a 128x128 block tile of 256 threads (a 16x16 grid, warps of 4x8 threads), each
+// 8x8 outputs in four 4x4 cells 64 rows and 64 columns apart, so that a warp's float4 shared-memory reads of a k row
+// hit 4 distinct A and 8 distinct B chunks. k tiles of 8 in two shared-memory buffers [k][row] (K-major operands are
+// transposed on the way in). The next k tile's 16 bytes per thread and operand are loaded into registers before the
+// FMAs of this one and stored after them: one barrier per k tile. Edges: zero-filled loads where the tiles don't
+// divide the shape (rows, and K in steps of 4), guarded stores.
+// H100 4096^3 (bench/tc_notes.md, session 10; torch 50.5): this kernel 47.1 TFLOP/s. Measured and dropped: k tiles
+// of 16 (40.9), fragments not double-buffered (43.4), FMAs by A's row (44.3: 12 bytes of spills at the 128-register
+// cap of 2 blocks per SM), 8x16 and 16x8 threads (128x256 and 256x128 blocks, one per SM) with 2-4 cp.async stages
+// (43.4-46.6), cp.async for the 8x8 tile (43.5-45.4).
+constexpr int kSimtBk = 8;
 
-// The thread tile: 8x16 (128x256 blocks, one per SM) where those blocks fill the SMs at least once, else 8x8
-// (128x128, two per SM). SIMT_TILE=8x8|8x16|16x8, SIMT_BK=8|16, SIMT_DB=0|1, SIMT_ASYNC (stages) and SIMT_MINB (blocks
-// per SM the registers are capped for) override the tile's defaults.
-SimtCfg simt_cfg(const Plan& p, int sms) {
-  SimtCfg c;
-  std::string t = getenv_str("SIMT_TILE", "");
-  if (t.empty()) t = ((p.M + 127) / 128) * ((p.N + 255) / 256) * p.batch >= sms ? "8x16" : "8x8";
-  if (t == "8x16") c.tn = 16;
-  else if (t == "16x8") c.tm = 16;
-  else if (t != "8x8") throw Error("SIMT_TILE=" + t + ": the fp32 GEMM template's thread tile is 8x8, 8x16 or 16x8");
-  const bool wide = c.tm * c.tn > 64;
-  c.bk = static_cast<int>(getenv("SIMT_BK", wide ? 16 : 8));
-  if (c.bk != 8 && c.bk != 16) throw Error("SIMT_BK=" + std::to_string(c.bk) + ": the fp32 GEMM template's k tile is 8 or 16");
-  c.min_blocks = static_cast<int>(getenv("SIMT_MINB", wide ? 1 : 2));
-  if (c.min_blocks < 1 || c.min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(c.min_blocks) + ": 1 to 3 blocks per SM");
-  c.db = getenv("SIMT_DB", 1) != 0;
-  c.stages = static_cast<int>(getenv("SIMT_ASYNC", wide ? 2 : 0));
-  if (c.stages == 1) throw Error("SIMT_ASYNC=1: 2 or more cp.async stages (0: none)");
-  c.j_outer = getenv("SIMT_ORDER", 0) != 0;
-  if (c.stages * c.bk * (c.bm() + c.bn()) * 4 > 48 * 1024)
-    throw Error("SIMT_ASYNC=" + std::to_string(c.stages) + ": the stages take more than 48 KiB of static shared memory at this tile and SIMT_BK");
-  return c;
-}
-
-// One operand's k tile (bk x rows) as float4 per thread: rows*bk/1024 of them (each thread's share of 256)
-std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0, int bk, int rows) {
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(rows * bk / 1024) + "; it++) {\n        const int e = tid + it * 256;\n";
+// one operand's k tile (8 x 128) into float4 register `reg`: 256 threads, one 16-byte chunk each
+std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0) {
   std::string guard;   // only where the tiles don't divide the shape
-  if (dim % rows != 0) guard = "gr < " + S(dim);
-  if (K % bk != 0) guard += (guard.empty() ? "" : " && ") + std::string("gk < ") + S(K);
+  if (dim % 128 != 0) guard = "gr < " + S(dim);
+  if (K % kSimtBk != 0) guard += (guard.empty() ? "" : " && ") + std::string("gk < ") + S(K);
   const std::string ptr = o.k_major ? g + " + gr * " + S(o.s_row) + " + gk" : g + " + gk * " + S(o.s_k) + " + gr";
-  if (o.k_major) s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2";   // bk/4 threads per row, 4 k each
-  else s += "        const int lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2";      // rows/4 threads per k row
-  s += ", gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n        " + reg + "[it] = ";
-  s += guard.empty() ? "*reinterpret_cast<const float4*>(" + ptr + ");\n"
-                     : guard + " ? *reinterpret_cast<const float4*>(" + ptr + ") : make_float4(0.f, 0.f, 0.f, 0.f);\n";
-  return s + "      }\n";
+  std::string s = o.k_major ? "    {\n      const int lr = tid / 2, lk = (tid % 2) << 2"     // 2 threads per row, 4 k each
+                            : "    {\n      const int lk = tid / 32, lr = (tid % 32) << 2";  // 32 threads per k row, 4 rows each
+  s += ", gr = " + row0 + " + lr, gk = kt * " + S(kSimtBk) + " + lk;\n      " + reg + " = ";
+  return s + (guard.empty() ? "*reinterpret_cast<const float4*>(" + ptr + ");\n"
+                            : guard + " ? *reinterpret_cast<const float4*>(" + ptr + ") : make_float4(0.f, 0.f, 0.f, 0.f);\n") + "    }\n";
 }
-std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk, int rows) {
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(rows * bk / 1024) + "; it++) {\n        const int e = tid + it * 256;\n";
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm) {
   if (o.k_major)
-    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
-         "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
-  else
-    s += "        const int lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2;\n        *reinterpret_cast<float4*>(&" + sm +
-         "[buf][lk][lr]) = " + reg + "[it];\n";
-  return s + "      }\n";
+    return "    {\n      const int lr = tid / 2, lk = (tid % 2) << 2;\n      " + sm + "[buf][lk][lr] = " + reg + ".x; " + sm + "[buf][lk + 1][lr] = " + reg + ".y; " +
+           sm + "[buf][lk + 2][lr] = " + reg + ".z; " + sm + "[buf][lk + 3][lr] = " + reg + ".w;\n    }\n";
+  return "    {\n      const int lk = tid / 32, lr = (tid % 32) << 2;\n      *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + ";\n    }\n";
 }
 
-// the column of 4-row chunk `ch` in k row `k` of a shared-memory tile: XORed by k%8 where swz (cp.async's K-major tiles)
-std::string simt_chunk(bool swz, const std::string& ch, const std::string& k) {
-  return swz ? "(((" + ch + ") ^ ((" + k + ") & 7)) << 2)" : "((" + ch + ") << 2)";
-}
-// cp.async copies of one operand's k tile kt into stage st: 16-byte chunks where its rows are contiguous (M/N-major),
-// else 4-byte copies that transpose K-major rows into [k][row]: a warp takes 4 rows x 8 k (whole 32-byte sectors
-// of global memory), each k row's 4-row chunks XORed by k%8 (simt_chunk) so that those 32 stores hit 32 banks
-std::string simt_async(const Operand& o, const std::string& g, const std::string& sm, int64_t dim, int64_t K, const std::string& row0, int bk, int rows) {
-  std::string guard;
-  if (dim % rows != 0) guard = "gr < " + S(dim);
-  if (K % bk != 0) guard += (guard.empty() ? "" : " && ") + std::string("gk < ") + S(K);
-  const int w = o.k_major ? 4 : 16;
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(rows * bk * 4 / w / 256) + "; it++) {\n";
-  if (o.k_major)
-    s += "        const int q = warp + it * 8, lr = ((q / " + S(bk / 8) + ") << 2) + (lane >> 3), lk = ((q % " + S(bk / 8) + ") << 3) + (lane & 7)";
-  else s += "        const int e = tid + it * 256, lk = e / " + S(rows / 4) + ", lr = (e % " + S(rows / 4) + ") << 2";
-  s += ", gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
-  const std::string ptr = o.k_major ? g + " + gr * " + S(o.s_row) + " + gk" : g + " + gk * " + S(o.s_k) + " + gr";
-  const std::string col = o.k_major ? simt_chunk(true, "(lr >> 2)", "lk") + " + (lane >> 3)" : "lr";
-  s += "        tg_cp_async" + S(w) + "(&" + sm + "[st][lk][" + col + "], " + (guard.empty() ? ptr + ", " + S(w) : guard + " ? " + ptr + " : " + g + ", " + guard + " ? " + S(w) + " : 0") + ");\n";
-  return s + "      }\n";
-}
-const char* kSimtHelpers = R"(#ifndef TG_GEMM_EMU
-__device__ __forceinline__ void tg_cp_async4(void* dst, const void* src, int bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(s), "l"(src), "r"(bytes) : "memory");
-}
-#endif
-)";
-
-// k row `k` of buffer `buf` into the fragment registers fa/fb (float4s; f: "" or "[f]")
-std::string simt_frag(const SimtCfg& c, const std::string& f, const std::string& buf, const std::string& k, bool swz_a, bool swz_b) {
+// k row `k` of buffer `buf` into fragment registers fa[f], fb[f]
+std::string simt_frag(const std::string& f, const std::string& buf, const std::string& k) {
   std::string s;
-  for (int i = 0; i < c.tm / 4; i++)
-    s += "      fa" + f + "[" + S(i) + "] = *reinterpret_cast<const float4*>(&tg_as[" + buf + "][" + k + "][" + simt_chunk(swz_a, "tr >> 2", k) + " + " + S(64 * i) + "]);\n";
-  for (int j = 0; j < c.tn / 4; j++)
-    s += "      fb" + f + "[" + S(j) + "] = *reinterpret_cast<const float4*>(&tg_bs[" + buf + "][" + k + "][" + simt_chunk(swz_b, "tc >> 2", k) + " + " + S(64 * j) + "]);\n";
+  for (int i = 0; i < 2; i++)
+    s += "      fa[" + f + "][" + S(i) + "] = *reinterpret_cast<const float4*>(&tg_as[" + buf + "][" + k + "][tr + " + S(64 * i) + "]);\n";
+  for (int j = 0; j < 2; j++)
+    s += "      fb[" + f + "][" + S(j) + "] = *reinterpret_cast<const float4*>(&tg_bs[" + buf + "][" + k + "][tc + " + S(64 * j) + "]);\n";
   return s;
 }
-std::string simt_fma(const SimtCfg& c, const std::string& f) {
-  auto vals = [&](const std::string& v, int n) {
+// the 64 FMAs of one k step, B's column in the outer loop: FMAs by A's row needed 12 bytes of spills at 128 registers
+std::string simt_fma(const std::string& f) {
+  auto vals = [&](const std::string& v) {
     std::string s;
-    for (int i = 0; i < n; i++) s += std::string(i ? ", " : "") + v + f + "[" + S(i / 4) + "]." + "xyzw"[i % 4];
+    for (int i = 0; i < 8; i++) s += std::string(i ? ", " : "") + v + "[" + f + "][" + S(i / 4) + "]." + "xyzw"[i % 4];
     return s;
   };
-  return "      {\n      const float av[" + S(c.tm) + "] = {" + vals("fa", c.tm) + "};\n      const float bv[" + S(c.tn) + "] = {" + vals("fb", c.tn) +
-         "};\n#pragma unroll\n      for (int " + (c.j_outer ? "j = 0; j < " + S(c.tn) + "; j++" : "i = 0; i < " + S(c.tm) + "; i++") + ")\n#pragma unroll\n        for (int " +
-         (c.j_outer ? "i = 0; i < " + S(c.tm) + "; i++" : "j = 0; j < " + S(c.tn) + "; j++") + ") c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
+  return "      {\n      const float av[8] = {" + vals("fa") + "};\n      const float bv[8] = {" + vals("fb") +
+         "};\n#pragma unroll\n      for (int j = 0; j < 8; j++)\n#pragma unroll\n        for (int i = 0; i < 8; i++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
 }
 
-// each thread's tm x tn results through the AST's epilogue (store: the opening's rendering of it)
-std::string simt_epilogue(const Plan& p, const SimtCfg& c, const std::string& store) {
-  std::string s = "#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n  for (int j = 0; j < " + S(c.tn) + "; j++) {\n";
-  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
-  return s + "    " + in_bounds(p, c.bm(), c.bn()) + "\n      const float acc = c[i][j];\n      " + store + "\n    }\n  }\n}\n";
-}
-
-std::string render_simt(const Plan& p, const SimtCfg& c, const CStyleLanguage& r, const std::string& fname) {
-  const int bk = c.bk, bm = c.bm(), bn = c.bn();
-  const int64_t tiles_m = (p.M + bm - 1) / bm, tiles_n = (p.N + bn - 1) / bn, kt_n = (p.K + bk - 1) / bk;
-  Opening o = opening(p, r, fname, 256, c.min_blocks, tiles_m, tiles_n, bm, bn, c.stages ? kSimtHelpers : "");
+std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
+  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + kSimtBk - 1) / kSimtBk;
+  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
   std::string s = o.src;
-  s += "  // SIMT fp32: block tile " + S(bm) + "x" + S(bn) + "x" + S(bk) + ", 256 threads of " + S(c.tm) + "x" + S(c.tn) +
-       (c.db ? ", fragments double-buffered" : "") + ", " + S(c.stages ? c.stages : 2) + (c.stages ? " cp.async stages" : " shared-memory buffers") + "; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  const int nbuf = c.stages ? c.stages : 2;
-  const bool swz_a = c.stages && p.a.k_major, swz_b = c.stages && p.b.k_major;
-  s += "  __shared__ __align__(16) float tg_as[" + S(nbuf) + "][" + S(bk) + "][" + S(bm) + "];\n  __shared__ __align__(16) float tg_bs[" + S(nbuf) + "][" + S(bk) + "][" + S(bn) +
-       "];\n";
+  s += "  // SIMT fp32: block tile 128x128x8, 256 threads of 8x8, fragments double-buffered, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
+       " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+  s += "  __shared__ __align__(16) float tg_as[2][8][128];\n  __shared__ __align__(16) float tg_bs[2][8][128];\n";
   s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
-  s += "  float c[" + S(c.tm) + "][" + S(c.tn) + "];\n#pragma unroll\n  for (int i = 0; i < " + S(c.tm) + "; i++)\n#pragma unroll\n    for (int j = 0; j < " +
-       S(c.tn) + "; j++) c[i][j] = 0.0f;\n";
-  s += "  constexpr int KT = " + S(kt_n) + ";\n";
-  if (c.stages) {
-    // the copy into stage (kt-1)%S at tile kt's start: every thread read that stage before the barrier ending kt-1
-    const int ns = c.stages;
-    s += "  auto copy = [&](int kt, int st) {\n" + simt_async(p.a, "ga", "tg_as", p.M, p.K, "m0", bk, bm) + simt_async(p.b, "gb", "tg_bs", p.N, p.K, "n0", bk, bn) + "  };\n";
-    s += "#pragma unroll\n  for (int st = 0; st < " + S(ns - 1) + "; st++) {\n    if (st < KT) copy(st, st);\n    tg_cp_commit();\n  }\n";
-    s += "  tg_cp_wait<" + S(ns - 2) + ">();\n  __syncthreads();\n";
-    // cur: the stage computed, nxt: the stage copied into (ns-1 tiles ahead)
-    auto inc = [&](const std::string& v) { return ns == 2 ? v + " ^= 1;" : v + " = " + v + " == " + S(ns - 1) + " ? 0 : " + v + " + 1;"; };
-    if (!c.db) {
-      s += "  float4 fa[" + S(c.tm / 4) + "], fb[" + S(c.tn / 4) + "];\n";
-      s += "  int cur = 0, nxt = " + S(ns - 1) + ";\n  for (int kt = 0; kt < KT; kt++) {\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", nxt);\n    tg_cp_commit();\n";
-      s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n" + simt_frag(c, "", "cur", "k", swz_a, swz_b) + simt_fma(c, "") + "    }\n";
-      s += "    " + inc("cur") + "\n    " + inc("nxt") + "\n    tg_cp_wait<" + S(ns - 2) + ">();\n    __syncthreads();\n  }\n";
-      return s + simt_epilogue(p, c, o.store);
-    }
-    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0", swz_a, swz_b);
-    s += "  int cur = 0, nxt = " + S(ns - 1) + ";\n  for (int kt = 0; kt < KT; kt++) {\n    if (kt + " + S(ns - 1) + " < KT) copy(kt + " + S(ns - 1) + ", nxt);\n    tg_cp_commit();\n";
-    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1", swz_a, swz_b) + simt_fma(c, "[k & 1]") + "    }\n";
-    s += "    " + inc("cur") + "\n    " + inc("nxt") + "\n";
-    s += "    if (kt + 1 < KT) {\n      tg_cp_wait<" + S(ns - 2) + ">();\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur", "0", swz_a, swz_b) + "    }\n";
-    s += simt_fma(c, "[1]") + "  }\n";
-    return s + simt_epilogue(p, c, o.store);
-  }
-  s += "  float4 ra[" + S(bm * bk / 1024) + "], rb[" + S(bn * bk / 1024) + "];\n";
-  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk, bm) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk, bn) + "  };\n";
-  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk, bm) + simt_store(p.b, "rb", "tg_bs", bk, bn) + "  };\n";
+  s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
+  s += "  float4 ra, rb;\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0") + simt_load(p.b, "rb", "gb", p.N, p.K, "n0") + "  };\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as") + simt_store(p.b, "rb", "tg_bs") + "  };\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
-  if (!c.db) {
-    s += "  float4 fa[" + S(c.tm / 4) + "], fb[" + S(c.tn / 4) + "];\n";
-    s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n" + simt_frag(c, "", "cur", "k", false, false) + simt_fma(c, "") + "    }\n";
-    s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
-  } else {
-    // k+1's fragments are read while k's FMAs run; the next tile's first row right after its barrier
-    s += "  float4 fa[2][" + S(c.tm / 4) + "], fb[2][" + S(c.tn / 4) + "];\n" + simt_frag(c, "[0]", "0", "0", false, false);
-    s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-    s += "#pragma unroll\n    for (int k = 0; k < " + S(bk - 1) + "; k++) {\n" + simt_frag(c, "[(k + 1) & 1]", "cur", "k + 1", false, false) + simt_fma(c, "[k & 1]") + "    }\n";
-    s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag(c, "[0]", "cur ^ 1", "0", false, false) + "    }\n";
-    s += simt_fma(c, "[1]") + "  }\n";
-  }
-  return s + simt_epilogue(p, c, o.store);
+  // k+1's fragments are read while k's FMAs run; the next tile's first row right after its barrier
+  s += "  float4 fa[2][2], fb[2][2];\n" + simt_frag("0", "0", "0");
+  s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
+  s += "#pragma unroll\n    for (int k = 0; k < " + S(kSimtBk - 1) + "; k++) {\n" + simt_frag("(k + 1) & 1", "cur", "k + 1") + simt_fma("k & 1") + "    }\n";
+  s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag("0", "cur ^ 1", "0") + "    }\n";
+  s += simt_fma("1") + "  }\n";
+  s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
+  s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
+  s += "    " + in_bounds(p, 128, 128) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
+  return s;
 }
 
 }  // namespace
@@ -1064,9 +961,8 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     prg.device = k.opts->device;
     auto* cuda = dynamic_cast<const CUDARenderer*>(k.opts);
     if (p.simt) {
-      const SimtCfg sc = simt_cfg(p, cuda && cuda->sms > 0 ? cuda->sms : 132);
-      prg.src = render_simt(p, sc, *r, prg.function_name);
-      prg.global_size = {((p.M + sc.bm() - 1) / sc.bm()) * ((p.N + sc.bn() - 1) / sc.bn()), 1, p.batch};
+      prg.src = render_simt(p, *r, prg.function_name);
+      prg.global_size = {((p.M + 127) / 128) * ((p.N + 127) / 128), 1, p.batch};
       prg.local_size = {256, 1, 1};
     }
     std::optional<WgCfg> wc = p.simt ? std::nullopt : choose_wgmma(p, cuda ? cuda->sm : 0);
