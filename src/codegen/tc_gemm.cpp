@@ -870,12 +870,13 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
 // FMAs of this one and stored after them: one barrier per k tile. Edges: zero-filled loads where the tiles don't
 // divide the shape (rows, and K in steps of 4), guarded stores.
 // H100 4096^3 (bench/tc_notes.md, session 10; torch 50.5): this kernel 47.1 TFLOP/s. Measured and dropped: k tiles
-// of 16 (40.9), fragments not double-buffered (43.4), FMAs by A's row (44.3: 12 bytes of spills at the 128-register
+// of 16 (40.9-42.7), fragments not double-buffered (43.4), FMAs by A's row (44.3: 12 bytes of spills at the 128-register
 // cap of 2 blocks per SM), 8x16 and 16x8 threads (128x256 and 256x128 blocks, one per SM) with 2-4 cp.async stages
 // (43.4-46.6), cp.async for the 8x8 tile (43.5-45.4).
 constexpr int kSimtBk = 8;
 
-// one operand's k tile (8 x 128) into float4 register `reg`: 256 threads, one 16-byte chunk each
+// one operand's k tile (8 x 128) into float4 register `reg`: 256 threads, one 16-byte chunk each. (tid / 2 and
+// tid % 2, not shifts: the kernel timed was this text; ptxas schedules the shift form's loop differently.)
 std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0) {
   std::string guard;   // only where the tiles don't divide the shape
   if (dim % 128 != 0) guard = "gr < " + S(dim);
