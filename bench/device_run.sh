@@ -134,7 +134,7 @@ for l in sys.stdin:
   }
   for cfg in ${TMA_CFGS:-2,256,4 2,256,4,0,1 2,128,5 1,128,6 1,128,6,0,1 2,192,5}; do sweep TC_TMA_CFG=$cfg; done
   for cfg in ${WG_CFGS:-2,128,3,2,0 1,128,4,2,1}; do sweep TC_WGMMA_CFG=$cfg; done
-  for v in SIMT_BK=8 SIMT_BK=16 SIMT_GEMM=0; do   # fp32 4096^3: the SIMT template's k tiles, then the heuristic's kernel
+  for v in SIMT_GEMM=1 SIMT_GEMM=0; do   # fp32 4096^3: the SIMT template, then the heuristic's kernel
     echo "$v: $(env $v CASES=gemm_fp32_4096 REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | grep -o '"tflops":[0-9.]*')"
   done
   for cfg in ${MMA_CFGS:-128,128,2,2,3,2}; do sweep TC_GEMM_CFG=$cfg; done
@@ -164,7 +164,7 @@ for l in sys.stdin:
     one CASES=conv2d_fp16_64x256x14 TC_WGMMA_CFG=$cfg
   done
   [ -n "${CONV_CFGS-x}" ] && one CASES=conv2d_fp16_64x256x14 TC_WGMMA=0
-  for v in ${SIMT_VARS-SIMT_WARP=0,SIMT_BK=8 SIMT_BK=8 SIMT_MINB=1}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
+  for v in ${SIMT_VARS-SIMT_GEMM=1 SIMT_GEMM=0}; do one CASES=gemm_fp32_4096 ${v//,/ }; done
   # first call of a new GEMM: where the time goes
   PROFILE=1 PROFILEPATH="$OUT/first_call_trace.json" CASES=first_call "./$BUILD/bench/bench_gemm" > "$OUT/first_call_profile.log" 2>&1
   python3 - "$OUT/first_call_trace.json" <<'PY'
@@ -201,7 +201,7 @@ for l in sys.stdin:
   except Exception: pass')"
   }
   # a variant's variables are joined by '+' (values may hold commas)
-  for v in ${FP32_VARS-SIMT_BK=8 SIMT_WARP=0}; do x1 gemm_fp32_4096 ${v//+/ }; done
+  for v in ${FP32_VARS-SIMT_GEMM=1}; do x1 gemm_fp32_4096 ${v//+/ }; done
   for v in ${TF32_VARS-TC_WGMMA=0 TF32_ROUND=1 TC_WGMMA_CFG=1,128,4,2,1 TC_WGMMA_CFG=2,256,2,1,0}; do x1 gemm_fp32_tf32_4096 ${v//+/ }; done
   echo "== BEAM=2 search, 4096^3 fp16 (disk cache off)"
   CASES=beam_gemm_fp16_4096 REPS=10 timeout "${BEAM_TIMEOUT:-100}" "./$BUILD/bench/bench_gemm" > "$OUT/beam.jsonl" 2> "$OUT/beam.err"

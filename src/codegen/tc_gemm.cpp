@@ -863,63 +863,77 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
 
 // ------------------------------------------------------------------ fp32 without tensor cores: SIMT
 
-// The classic register-blocked SGEMM: a 128x128 block tile of 256 threads, each 8x8 outputs (two 4-row and two
-// 4-column strips 64 apart, so the float4 shared-memory reads of a warp are conflict-free), k tiles of 8 in two
-// shared-memory buffers [k][row] (K-major operands are transposed on the way in). The next k tile's 16 bytes per
-// thread and operand are loaded into registers before the FMAs of this one and stored after them: one barrier per
-// k tile. Edges: zero-filled loads (rows, and K in steps of 4), guarded stores.
-// One operand's k tile (bk x 128) as float4 per thread: `it` of bk/8 (each thread's share of the 256 threads).
-std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0, int bk) {
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
-  if (o.k_major) {   // bk/4 threads per row, 4 k each
-    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
-    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gr * " + S(o.s_row) +
-         " + gk) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
-  } else {           // 32 threads per k row, 4 rows each
-    s += "        const int lk = e >> 5, lr = (e & 31) << 2, gr = " + row0 + " + lr, gk = kt * " + S(bk) + " + lk;\n";
-    s += "        " + reg + "[it] = gr < " + S(dim) + " && gk < " + S(K) + " ? *reinterpret_cast<const float4*>(" + g + " + gk * " + S(o.s_k) +
-         " + gr) : make_float4(0.f, 0.f, 0.f, 0.f);\n";
-  }
-  return s + "      }\n";
+// The classic register-blocked SGEMM: a 128x128 block tile of 256 threads (a 16x16 grid, warps of 4x8 threads), each
+// 8x8 outputs in four 4x4 cells 64 rows and 64 columns apart, so that a warp's float4 shared-memory reads of a k row
+// hit 4 distinct A and 8 distinct B chunks. k tiles of 8 in two shared-memory buffers [k][row] (K-major operands are
+// transposed on the way in). The next k tile's 16 bytes per thread and operand are loaded into registers before the
+// FMAs of this one and stored after them: one barrier per k tile. Edges: zero-filled loads where the tiles don't
+// divide the shape (rows, and K in steps of 4), guarded stores.
+// H100 4096^3 (bench/tc_notes.md, session 10; torch 50.5): this kernel 47.1 TFLOP/s. Measured and dropped: k tiles
+// of 16 (40.9-42.7), fragments not double-buffered (43.4), FMAs by A's row (44.3: 12 bytes of spills at the 128-register
+// cap of 2 blocks per SM), 8x16 and 16x8 threads (128x256 and 256x128 blocks, one per SM) with 2-4 cp.async stages
+// (43.4-46.6), cp.async for the 8x8 tile (43.5-45.4).
+constexpr int kSimtBk = 8;
+
+// one operand's k tile (8 x 128) into float4 register `reg`: 256 threads, one 16-byte chunk each. (tid / 2 and
+// tid % 2, not shifts: the kernel timed was this text; ptxas schedules the shift form's loop differently.)
+std::string simt_load(const Operand& o, const std::string& reg, const std::string& g, int64_t dim, int64_t K, const std::string& row0) {
+  std::string guard;   // only where the tiles don't divide the shape
+  if (dim % 128 != 0) guard = "gr < " + S(dim);
+  if (K % kSimtBk != 0) guard += (guard.empty() ? "" : " && ") + std::string("gk < ") + S(K);
+  const std::string ptr = o.k_major ? g + " + gr * " + S(o.s_row) + " + gk" : g + " + gk * " + S(o.s_k) + " + gr";
+  std::string s = o.k_major ? "    {\n      const int lr = tid / 2, lk = (tid % 2) << 2"     // 2 threads per row, 4 k each
+                            : "    {\n      const int lk = tid / 32, lr = (tid % 32) << 2";  // 32 threads per k row, 4 rows each
+  s += ", gr = " + row0 + " + lr, gk = kt * " + S(kSimtBk) + " + lk;\n      " + reg + " = ";
+  return s + (guard.empty() ? "*reinterpret_cast<const float4*>(" + ptr + ");\n"
+                            : guard + " ? *reinterpret_cast<const float4*>(" + ptr + ") : make_float4(0.f, 0.f, 0.f, 0.f);\n") + "    }\n";
 }
-std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm, int bk) {
-  std::string s = "#pragma unroll\n      for (int it = 0; it < " + S(bk / 8) + "; it++) {\n        const int e = tid + it * 256;\n";
+std::string simt_store(const Operand& o, const std::string& reg, const std::string& sm) {
   if (o.k_major)
-    s += "        const int lr = e / " + S(bk / 4) + ", lk = (e % " + S(bk / 4) + ") << 2;\n        " + sm + "[buf][lk][lr] = " + reg + "[it].x; " + sm +
-         "[buf][lk + 1][lr] = " + reg + "[it].y; " + sm + "[buf][lk + 2][lr] = " + reg + "[it].z; " + sm + "[buf][lk + 3][lr] = " + reg + "[it].w;\n";
-  else
-    s += "        const int lk = e >> 5, lr = (e & 31) << 2;\n        *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + "[it];\n";
-  return s + "      }\n";
+    return "    {\n      const int lr = tid / 2, lk = (tid % 2) << 2;\n      " + sm + "[buf][lk][lr] = " + reg + ".x; " + sm + "[buf][lk + 1][lr] = " + reg + ".y; " +
+           sm + "[buf][lk + 2][lr] = " + reg + ".z; " + sm + "[buf][lk + 3][lr] = " + reg + ".w;\n    }\n";
+  return "    {\n      const int lk = tid / 32, lr = (tid % 32) << 2;\n      *reinterpret_cast<float4*>(&" + sm + "[buf][lk][lr]) = " + reg + ";\n    }\n";
 }
 
-// SIMT_BK=8|16: the k tile. SIMT_WARP=1: a warp's 32 threads take 4x8 of the 16x16 4x4 cells (its float4 reads
-// of a k row: 4 distinct A and 8 distinct B chunks, one shared-memory wavefront each); 0: 2x16 (2 A, 16 B: two
-// wavefronts per B read). H200, 4096^3 (bench/tc_notes.md): BK 8 / 2x16 38.1 TFLOP/s, BK 16 41.3, BK 8 / 4x8 38.2,
-// BK 16 / 4x8 43.1 (torch 50.0): the defaults. SIMT_MINB: blocks per SM the registers are capped for (2).
+// k row `k` of buffer `buf` into fragment registers fa[f], fb[f]
+std::string simt_frag(const std::string& f, const std::string& buf, const std::string& k) {
+  std::string s;
+  for (int i = 0; i < 2; i++)
+    s += "      fa[" + f + "][" + S(i) + "] = *reinterpret_cast<const float4*>(&tg_as[" + buf + "][" + k + "][tr + " + S(64 * i) + "]);\n";
+  for (int j = 0; j < 2; j++)
+    s += "      fb[" + f + "][" + S(j) + "] = *reinterpret_cast<const float4*>(&tg_bs[" + buf + "][" + k + "][tc + " + S(64 * j) + "]);\n";
+  return s;
+}
+// the 64 FMAs of one k step, B's column in the outer loop: FMAs by A's row needed 12 bytes of spills at 128 registers
+std::string simt_fma(const std::string& f) {
+  auto vals = [&](const std::string& v) {
+    std::string s;
+    for (int i = 0; i < 8; i++) s += std::string(i ? ", " : "") + v + "[" + f + "][" + S(i / 4) + "]." + "xyzw"[i % 4];
+    return s;
+  };
+  return "      {\n      const float av[8] = {" + vals("fa") + "};\n      const float bv[8] = {" + vals("fb") +
+         "};\n#pragma unroll\n      for (int j = 0; j < 8; j++)\n#pragma unroll\n        for (int i = 0; i < 8; i++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n      }\n";
+}
+
 std::string render_simt(const Plan& p, const CStyleLanguage& r, const std::string& fname) {
-  const int bk = static_cast<int>(getenv("SIMT_BK", 16)), min_blocks = static_cast<int>(getenv("SIMT_MINB", 2));
-  if (bk != 8 && bk != 16) throw Error("SIMT_BK=" + std::to_string(bk) + ": the fp32 GEMM template's k tile is 8 or 16");
-  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + bk - 1) / bk;
-  if (min_blocks < 1 || min_blocks > 3) throw Error("SIMT_MINB=" + std::to_string(min_blocks) + ": 1 to 3 blocks per SM");
-  Opening o = opening(p, r, fname, 256, min_blocks, tiles_m, tiles_n, 128, 128, "");
+  const int64_t tiles_m = (p.M + 127) / 128, tiles_n = (p.N + 127) / 128, kt_n = (p.K + kSimtBk - 1) / kSimtBk;
+  Opening o = opening(p, r, fname, 256, 2, tiles_m, tiles_n, 128, 128, "");
   std::string s = o.src;
-  s += "  // SIMT fp32: block tile 128x128x" + S(bk) + ", 256 threads of 8x8, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
+  s += "  // SIMT fp32: block tile 128x128x8, 256 threads of 8x8, fragments double-buffered, 2 shared-memory buffers; M=" + S(p.M) + " N=" + S(p.N) +
        " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
-  s += "  __shared__ __align__(16) float tg_as[2][" + S(bk) + "][128];\n  __shared__ __align__(16) float tg_bs[2][" + S(bk) + "][128];\n";
-  if (getenv("SIMT_WARP", 1) == 1) s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
-  else s += "  const int m0 = t0, n0 = t1, tr = (tid >> 4) << 2, tc = (tid & 15) << 2;\n";
+  s += "  __shared__ __align__(16) float tg_as[2][8][128];\n  __shared__ __align__(16) float tg_bs[2][8][128];\n";
+  s += "  const int m0 = t0, n0 = t1, tr = (((warp >> 1) << 2) + (lane >> 3)) << 2, tc = (((warp & 1) << 3) + (lane & 7)) << 2;\n";
   s += "  float c[8][8];\n#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n    for (int j = 0; j < 8; j++) c[i][j] = 0.0f;\n";
-  s += "  float4 ra[" + S(bk / 8) + "], rb[" + S(bk / 8) + "];\n  constexpr int KT = " + S(kt_n) + ";\n";
-  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0", bk) + simt_load(p.b, "rb", "gb", p.N, p.K, "n0", bk) + "  };\n";
-  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as", bk) + simt_store(p.b, "rb", "tg_bs", bk) + "  };\n";
+  s += "  float4 ra, rb;\n  constexpr int KT = " + S(kt_n) + ";\n";
+  s += "  auto load = [&](int kt) {\n" + simt_load(p.a, "ra", "ga", p.M, p.K, "m0") + simt_load(p.b, "rb", "gb", p.N, p.K, "n0") + "  };\n";
+  s += "  auto store = [&](int buf) {\n" + simt_store(p.a, "ra", "tg_as") + simt_store(p.b, "rb", "tg_bs") + "  };\n";
   s += "  load(0);\n  store(0);\n  __syncthreads();\n";
+  // k+1's fragments are read while k's FMAs run; the next tile's first row right after its barrier
+  s += "  float4 fa[2][2], fb[2][2];\n" + simt_frag("0", "0", "0");
   s += "  for (int kt = 0; kt < KT; kt++) {\n    const int cur = kt & 1;\n    if (kt + 1 < KT) load(kt + 1);\n";
-  s += "#pragma unroll\n    for (int k = 0; k < " + S(bk) + "; k++) {\n";
-  s += "      const float4 a0 = *reinterpret_cast<const float4*>(&tg_as[cur][k][tr]), a1 = *reinterpret_cast<const float4*>(&tg_as[cur][k][64 + tr]);\n";
-  s += "      const float4 b0 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][tc]), b1 = *reinterpret_cast<const float4*>(&tg_bs[cur][k][64 + tc]);\n";
-  s += "      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n";
-  s += "#pragma unroll\n      for (int i = 0; i < 8; i++)\n#pragma unroll\n        for (int j = 0; j < 8; j++) c[i][j] = fmaf(av[i], bv[j], c[i][j]);\n    }\n";
-  s += "    if (kt + 1 < KT) store(cur ^ 1);\n    __syncthreads();\n  }\n";
+  s += "#pragma unroll\n    for (int k = 0; k < " + S(kSimtBk - 1) + "; k++) {\n" + simt_frag("(k + 1) & 1", "cur", "k + 1") + simt_fma("k & 1") + "    }\n";
+  s += "    if (kt + 1 < KT) {\n      store(cur ^ 1);\n      __syncthreads();\n" + simt_frag("0", "cur ^ 1", "0") + "    }\n";
+  s += simt_fma("1") + "  }\n";
   s += "#pragma unroll\n  for (int i = 0; i < 8; i++)\n#pragma unroll\n  for (int j = 0; j < 8; j++) {\n";
   s += "    const int em = m0 + tr + (i & 3) + ((i >> 2) << 6), en = n0 + tc + (j & 3) + ((j >> 2) << 6);\n";
   s += "    " + in_bounds(p, 128, 128) + "\n      const float acc = c[i][j];\n      " + o.store + "\n    }\n  }\n}\n";
