@@ -20,8 +20,14 @@ void zero_gates(const UOp& x, std::vector<UOp>& out) {
       return;
     case Ops::CONTRACT: case Ops::CAST: case Ops::GEP: return zero_gates(x->src[0], out);
     case Ops::ALU:
-      if (is_alu(x, BinaryOps::MUL) && !x->dtype.is_bool())
+      if (is_alu(x, BinaryOps::MUL) && !x->dtype.is_bool()) {
         for (const UOp& s : x->src) zero_gates(s, out);
+      } else if (is_alu(x, BinaryOps::ADD) && !x->dtype.is_bool()) {   // a sum of lanes: the gates every term has
+        std::vector<UOp> a, b;
+        zero_gates(x->src[0], a), zero_gates(x->src[1], b);
+        for (const UOp& g : a)
+          if (std::find(b.begin(), b.end(), g) != b.end()) out.push_back(g);
+      }
       return;
     default: return;
   }

@@ -406,9 +406,16 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     // On the CPU a stride-1 undilated conv realizes grad_output unpadded and reads the padding as a view:
     // its gates (0 <= y + ky - (k-1) < O per dim) narrow the reduce's tap loops to the valid taps
     // (codegen/narrow_reduce.hpp), so the multiply-adds are the useful ones (conv2d_bw's 24x24 from 20x20:
-    // 1.44x fewer). Padded and realized, the conv multiplied every tap, zeros included. CONV_DX_NARROW=0
-    // keeps that.
-    const bool narrow = !strided && !dilated && g.device().rfind("CPU", 0) == 0 && getenv("CONV_DX_NARROW", 1);
+    // 1.44x fewer; the padding's copy goes too). Padded and realized, the conv multiplied every tap, zeros
+    // included. Not where the input's rows are whole AVX-512 vectors (16 floats): the heuristics then run the
+    // register tile's vectors along the rows of the padded copy, which the gates along the row would forbid
+    // (a ResNet 3x3 on 16x16, 64 images: 2.0-3.5 ms padded against 4.1-6.2 narrowed with the images' tile).
+    // Nor where a spatial dim is 7 or less: the heuristics upcast a masked axis that short whole
+    // (codegen/heuristic.cpp upcast_masked_axes), 7x the register tile. CONV_DX_NARROW=0 keeps the padded copy always.
+    const int64_t row_lanes = 64 / std::max<int64_t>(1, g.dtype().itemsize());
+    bool narrow = !strided && !dilated && g.device().rfind("CPU", 0) == 0 && x.shape().back() % row_lanes != 0 &&
+                  getenv("CONV_DX_NARROW", 1);
+    for (size_t j = 0; j < n; j++) narrow = narrow && x.shape()[2 + j] > 7;
     Tensor gp = narrow ? pad_or_cut(g.contiguous(), lr) : pad_or_cut(dilate(g, s), lr).contiguous();
     Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
     wr.insert(wr.end(), K.begin(), K.end()), wt.insert(wt.end(), K.begin(), K.end());
