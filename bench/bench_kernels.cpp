@@ -215,6 +215,11 @@ int main() {
          (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * data({32, 64, 14, 14})).sum().backward();
          return std::vector<Tensor>{*x.grad(), *w.grad()};
        }, 4.0 * (2 * 32 * 64 * 28 * 28 + 32 * 64 * 14 * 14 + 2 * 64 * 64 * 9)},
+      // a ResNet-style 3x3 conv forward, stride 1, padding 1: useful flops, the taps inside the input (per dim
+      // 26 outputs x 3 taps + 2 edge outputs x 2 = 82; codegen/narrow_reduce skips the others)
+      {"resnet_fw", "GFLOPS", "gemm1024_gflops", 2.0 * 32 * 64 * 64 * 82 * 82, [&] {
+         return data({32, 64, 28, 28}).conv2d(data({64, 64, 3, 3}), std::nullopt, 1, {1}, {1}, {1});
+       }},
       // the input gradient alone of a stride-1 conv given by CONV_DX="n,cin,h,w,cout,k,pad" (default: a ResNet
       // 3x3 padded conv on 16x16, whose output rows are one vector): useful flops, the taps that meet grad_output
       {"conv_dx", "GFLOPS", "gemm1024_gflops", conv_dx_flops(), nullptr, [&] {
@@ -227,7 +232,7 @@ int main() {
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
-  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "resnet_s2_bw", "conv_dx"};
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "resnet_s2_bw", "conv_dx", "resnet_fw"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   if (only.find("matmul2048") != std::string::npos) {
     tgbench::Limit l = tgbench::gemm_gflops(2048), l512 = tgbench::gemm_gflops_avx512(2048);
