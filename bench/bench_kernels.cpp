@@ -3,7 +3,8 @@
 // BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
 // Limits: measured in the same run by bench/limits.cpp. BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
 // CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512). BENCH=conv1_dw (beautiful_mnist's
-// conv1 weight gradient) and BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients) are named exactly too. BENCH=matmul2048 and
+// conv1 weight gradient), BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients), BENCH=resnet_fw (a 3x3 padded forward) and
+// BENCH=conv_dx (one stride-1 input gradient, its shape from CONV_DX) are named exactly too. BENCH=matmul2048 and
 // BENCH=matmul4096x4096x512 (named exactly) add the bigger GEMMs. GFLOPS lines carry their ratio to
 // fma_peak_gflops and gemm1024_gflops of the same run (OpenBLAS's AVX-512 kernels: OPENBLAS_CORETYPE=SkylakeX).
 #include <chrono>
