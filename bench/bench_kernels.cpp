@@ -3,7 +3,8 @@
 // BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
 // Limits: measured in the same run by bench/limits.cpp. BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
 // CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512). BENCH=conv1_dw (beautiful_mnist's
-// conv1 weight gradient) and BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients) are named exactly too. BENCH=matmul2048 and
+// conv1 weight gradient), BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients), BENCH=resnet_fw (a 3x3 padded forward) and
+// BENCH=conv_dx (one stride-1 input gradient, its shape from CONV_DX) are named exactly too. BENCH=matmul2048 and
 // BENCH=matmul4096x4096x512 (named exactly) add the bigger GEMMs. GFLOPS lines carry their ratio to
 // fma_peak_gflops and gemm1024_gflops of the same run (OpenBLAS's AVX-512 kernels: OPENBLAS_CORETYPE=SkylakeX).
 #include <chrono>
@@ -142,6 +143,28 @@ Result run_mode(const std::vector<ScheduleItem>& sched, const std::string& mode)
   return res;
 }
 
+// CONV_DX="n,cin,h,w,cout,k,pad" (BENCH=conv_dx)
+std::vector<int64_t> conv_dx_args() {
+  std::vector<int64_t> d;
+  std::stringstream ss(getenv_str("CONV_DX", "64,32,16,16,32,3,1"));
+  for (std::string v; std::getline(ss, v, ',');) d.push_back(std::stoll(v));
+  if (d.size() != 7) throw Error("CONV_DX needs 7 numbers n,cin,h,w,cout,k,pad, got " + getenv_str("CONV_DX"));
+  return d;
+}
+// the (input position, tap) pairs that meet grad_output, times n * cin * cout, 2 flops each
+double conv_dx_flops() {
+  const std::vector<int64_t> d = conv_dx_args();
+  double pairs = 2.0 * d[0] * d[1] * d[4];
+  for (int64_t in : {d[2], d[3]}) {
+    const int64_t o = in + 2 * d[6] - d[5] + 1;
+    int64_t p = 0;
+    for (int64_t y = 0; y < in; y++)
+      for (int64_t t = 0; t < d[5]; t++) p += y + d[6] - t >= 0 && y + d[6] - t < o;
+    pairs *= static_cast<double>(p);
+  }
+  return pairs;
+}
+
 struct Case {
   std::string name, unit, limit_key;
   double work;   // bytes or flops
@@ -193,10 +216,24 @@ int main() {
          (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * data({32, 64, 14, 14})).sum().backward();
          return std::vector<Tensor>{*x.grad(), *w.grad()};
        }, 4.0 * (2 * 32 * 64 * 28 * 28 + 32 * 64 * 14 * 14 + 2 * 64 * 64 * 9)},
+      // a ResNet-style 3x3 conv forward, stride 1, padding 1: useful flops, the taps inside the input (per dim
+      // 26 outputs x 3 taps + 2 edge outputs x 2 = 82; codegen/narrow_reduce skips the others)
+      {"resnet_fw", "GFLOPS", "gemm1024_gflops", 2.0 * 32 * 64 * 64 * 82 * 82, [&] {
+         return data({32, 64, 28, 28}).conv2d(data({64, 64, 3, 3}), std::nullopt, 1, {1}, {1}, {1});
+       }},
+      // the input gradient alone of a stride-1 conv given by CONV_DX="n,cin,h,w,cout,k,pad" (default: a ResNet
+      // 3x3 padded conv on 16x16, whose output rows are one vector): useful flops, the taps that meet grad_output
+      {"conv_dx", "GFLOPS", "gemm1024_gflops", conv_dx_flops(), nullptr, [&] {
+         const std::vector<int64_t> d = conv_dx_args();
+         Tensor x = data({d[0], d[1], d[2], d[3]}).detach().requires_grad_(), w = data({d[4], d[1], d[5], d[5]});
+         Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {d[6]});
+         (out * data(out.shape())).sum().backward();
+         return std::vector<Tensor>{*x.grad()};
+       }},
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
-  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "resnet_s2_bw"};
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "resnet_s2_bw", "conv_dx", "resnet_fw"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   if (only.find("matmul2048") != std::string::npos) {
     tgbench::Limit l = tgbench::gemm_gflops(2048), l512 = tgbench::gemm_gflops_avx512(2048);

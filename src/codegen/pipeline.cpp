@@ -4,6 +4,7 @@
 
 #include "codegen/linearizer.hpp"
 #include "codegen/lowerer.hpp"
+#include "codegen/narrow_reduce.hpp"
 #include "codegen/uopgraph.hpp"
 #include "tg/helpers.hpp"
 
@@ -22,6 +23,9 @@ UOp full_graph_rewrite(const UOp& sink, const DeviceCaps& caps) {
   TG_ASSERT(sink->op == Ops::SINK, "full_graph_rewrite of " + to_string(sink->op) + ", expected a SINK");
   const RewritePasses& p = rewrite_passes(caps);
   UOp s = pass("folder", sink, [&](const UOp& u) { return graph_rewrite(u, p.folder); });
+  // CPU loops skip a padded operand's zeros (codegen/narrow_reduce.hpp); a GPU's threads would diverge
+  if (caps.cpu_threads)
+    if (UOp n = pass("narrow_reduce", s, narrow_reduce_ranges); n != s) s = pass("folder", n, [&](const UOp& u) { return graph_rewrite(u, p.folder); });
   s = pass("expander", s, [&](const UOp& u) { return graph_rewrite(u, p.expand); });
   s = pass("reducer", s, [&](const UOp& u) {
     ReduceContext ctx;

@@ -222,6 +222,31 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
   return detail::slice_pad(dx->reshape(full), crop);
 }
+// Whether a stride-1 undilated conv's input gradient reads grad_output's k-1 padding as a view (its gates,
+// 0 <= y + ky - (k-1) < O per dim, then narrow the reduce's tap loops to the valid taps: codegen/narrow_reduce.hpp)
+// rather than as a padded copy (every tap multiplied, the padding's zeros included: conv2d_bw's 24x24 from
+// 20x20 did 1.44x the useful multiply-adds). The masks change the heuristics' view of the kernel, so only
+// where the CPU GEMM path still packs the weights and tiles 8 images x 2 vectors of input channels
+// (codegen/pack.cpp's conditions: fp32, an output axis of 32 or more the weights are broadcast along, a
+// K x 32 panel in half a 512 KB L2, input channels in whole 16-lane vectors); elsewhere the tile got worse
+// (8 input channels, or 8 images: 5-25x slower). Also not where the input's rows are whole vectors (the tile
+// runs along the padded copy's rows there, which gates along the row forbid: a 3x3 on 16x16 2x slower), nor
+// where a spatial dim is 7 or less (heuristic.cpp upcasts such a masked axis whole: a 7x register tile).
+// CONV_DX_NARROW=0 keeps the padded copy.
+bool narrow_input_grad(const Tensor& x, const Tensor& g, const Tensor& w, int groups) {
+  if (g.device().rfind("CPU", 0) != 0 || g.dtype() != dtypes::float32 || groups != 1 || !getenv("CONV_DX_NARROW", 1)) return false;
+  constexpr int64_t kLanes = 16, kPanel = 32, kRows = 32, kL2 = 512 * 1024;
+  const int64_t bs = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
+  int64_t taps = 1, rows = bs, work = bs * cin * cout;
+  for (size_t j = 2; j < w.shape().size(); j++) taps *= w.shape()[j];
+  for (size_t j = 2; j < x.shape().size(); j++) {
+    if (x.shape()[j] <= 7) return false;
+    rows = std::max(rows, x.shape()[j]), work *= x.shape()[j] * w.shape()[j];
+  }
+  return cin % kLanes == 0 && x.shape().back() % kLanes != 0 && rows >= kRows && cout * taps * kPanel * 4 <= kL2 / 2 &&
+         work >= (int64_t{1} << 21);
+}
+
 // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d] (xp: the padded input), as a GEMM
 // with co the unit-stride output axis (a GEMM's N: grad_output is its B operand, read one co panel at a
 // time) and the reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose
@@ -402,8 +427,10 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     }
     // realized on its own: grad_output is usually an unrealized elementwise (the next layer's relu or
     // batchnorm backward) that would otherwise be recomputed, through the padding's gates, in every
-    // multiply-add; as a buffer the conv is a plain SUM(a*b) whose weight operand the CPU packs
-    Tensor gp = pad_or_cut(dilate(g, s), lr).contiguous();
+    // multiply-add; as a buffer the conv is a plain SUM(a*b) whose weight operand the CPU packs.
+    // Where narrow_input_grad holds, grad_output is realized unpadded and the padding read as a view instead.
+    const bool narrow = !strided && !dilated && narrow_input_grad(x, g, w, groups);
+    Tensor gp = narrow ? pad_or_cut(g.contiguous(), lr) : pad_or_cut(dilate(g, s), lr).contiguous();
     Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
     wr.insert(wr.end(), K.begin(), K.end()), wt.insert(wt.end(), K.begin(), K.end());
     std::vector<int> flips;
