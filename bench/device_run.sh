@@ -3,7 +3,7 @@
 # with torch timed in the same call where there is a peer. Logs and JSON lines go to $OUT; the small logs come back
 # in one archive (the device tool returns at most 8 files).
 #   Usage (repository root): GTEST_SRC=path/to/googletest OUT=dir bench/device_run.sh PHASE...
-#   tests        the GPU test binaries on CUDA (TESTS overrides the list; TEST_TIMEOUT, default 150 s each)
+#   tests        the GPU test binaries on CUDA (TESTS overrides the list; TEST_TIMEOUT, default 150 s each; TEST_JOBS at once, 1)
 #   conformance  the libtorch conformance suite against the Python package's libtorch, DEVICE=CUDA
 #   reduce       bench_gpu_reduce against bench/torch_gpu_reduce.py, one ratio line per case, and the DEBUG=2 lines
 #   gemm         bench_gemm against bench/bench_gemm_torch.py (bench/gemm_vs_torch.sh)
@@ -89,7 +89,12 @@ fi
 
 if has tests; then
   echo "== tests on CUDA"
-  for t in $TESTS; do run_test "$t"; done
+  for t in $TESTS; do   # TEST_JOBS binaries at once (the GPU has room): list the longest first
+    run_test "$t" > "$OUT/$t.summary" 2>&1 &
+    while [ "$(jobs -rp | wc -l)" -ge "${TEST_JOBS:-1}" ]; do wait -n; done
+  done
+  wait
+  for t in $TESTS; do cat "$OUT/$t.summary"; done
   echo "tests $(el)"
 fi
 
