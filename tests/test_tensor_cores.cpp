@@ -696,6 +696,7 @@ static thread_local emu_warp* emu_w;
 static thread_local std::barrier<>* emu_block;
 static thread_local int emu_lane;
 #define __syncthreads() emu_block->arrive_and_wait()
+#define __syncwarp() emu_w->bar->arrive_and_wait()
 static void tg_cp_async16(void* dst, const void* src, int bytes) { if (bytes == 16) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16); }
 static void tg_cp_commit() {}
 template <int N> static void tg_cp_wait() {}

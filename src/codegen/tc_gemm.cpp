@@ -277,6 +277,54 @@ std::string in_bounds(const Plan& p, int64_t tile_m, int64_t tile_n) {
   return c.empty() ? "{" : "if (" + c + ") {";
 }
 
+// Does the output advance by one element along the innermost of these axes (M's or N's)? Then the staged
+// epilogue walks that dim fastest, so that a warp's stores are coalesced.
+bool out_contiguous(const Plan& p, const std::vector<int>& axes) {
+  const ShapeTracker st = st_of(p.store->src[1]).simplify();
+  return st.views.size() == 1 && st.views[0].strides[axes.back()] == 1;
+}
+
+// The epilogue of wgmma's accumulators through shared memory. Each warp holds 16 R rows x bs S columns: d[4j + q]
+// is R row (lane>>2) + 8*(q>>1), S column 8j + 2*(lane&3) + (q&1). Per chunk of `cols` S columns the warp writes
+// its d[4j..4j+3] as one float4 into its own stage (16 x cols floats, fragment order: slot j*32 + lane, the slot
+// XORed so that the reads below hit distinct banks), then a rolled loop reads the values back along the dim the
+// output is contiguous in and renders the AST's epilogue (`store`) ONCE. Unrolled, the 64-128 epilogues per thread
+// were most of NVRTC's time for a GEMM (bench/tc_notes.md, session 10). The chunk loop is rolled too: chunk c's
+// writes sit in `if (c == k)` blocks, so that d's indices stay constants.
+struct Staged {
+  bool s_is_b;
+  int bs, cols;                       // S columns per warp, per chunk
+  int64_t tile_m, tile_n;             // the block tile as M x N (in_bounds)
+  std::string stage, rbase, sbase;    // this warp's float* stage; its first R row and the tile's first S column
+};
+std::string staged_epilogue(const Plan& p, const std::string& store, const Staged& e, const std::string& ind) {
+  const int chunks = e.bs / e.cols;
+  const bool r_fast = out_contiguous(p, e.s_is_b ? p.m_axes : p.n_axes);
+  // slot L of 8-column block j: R-fast reads (16 rows x 2 columns) conflict-free, S-fast ones (32 columns) 2-way
+  auto slot = [](const std::string& j, const std::string& l) { return "(" + j + " * 32 + (" + l + " ^ (((" + l + " >> 3) & 3) | ((" + j + " & 1) << 2))))"; };
+  std::string s = ind + "float* tg_ep = " + e.stage + ";\n";
+  s += "#pragma unroll 1\n" + ind + "for (int c = 0; c < " + S(chunks) + "; c++) {\n";
+  s += ind + "  __syncwarp();   // the lanes' reads of the last chunk are done\n";
+  for (int k = 0; k < chunks; k++) {
+    const int j0 = k * e.cols / 8;
+    const std::string body = "#pragma unroll\n" + ind + "  for (int j = 0; j < " + S(e.cols / 8) + "; j++)\n" + ind +
+                             "    reinterpret_cast<float4*>(tg_ep)[" + slot("j", "lane") + "] = make_float4(d[" + S(4 * j0) + " + 4 * j], d[" +
+                             S(4 * j0 + 1) + " + 4 * j], d[" + S(4 * j0 + 2) + " + 4 * j], d[" + S(4 * j0 + 3) + " + 4 * j]);\n";
+    s += chunks == 1 ? body : ind + "  if (c == " + S(k) + ") {\n" + body + ind + "  }\n";
+  }
+  s += ind + "  __syncwarp();\n";
+  s += "#pragma unroll 1\n" + ind + "  for (int x = lane; x < " + S(16 * e.cols) + "; x += 32) {\n";
+  s += ind + "    const int lr = x " + (r_fast ? "& 15" : "/ " + S(e.cols)) + ", ls = x " + (r_fast ? ">> 4" : "% " + S(e.cols)) + ";\n";
+  s += ind + "    const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
+  s += ind + "    const int er = " + e.rbase + " + lr, es = " + e.sbase + " + c * " + S(e.cols) + " + ls;\n";
+  s += ind + "    const int em = " + (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
+  s += ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n" + ind +
+       "      " + store + "\n" + ind + "    }\n" + ind + "  }\n" + ind + "}\n";
+  return s;
+}
+// the bytes of one warp's stage of `cols` columns
+int64_t stage_bytes(int cols) { return int64_t{16} * cols * 4; }
+
 // the element offset of flat index x (a C expression) in dims d: per dim its digit of x times its stride
 std::string addr(const Dims& d, const std::string& x) {
   std::string s;
@@ -654,7 +702,15 @@ struct TmaCfg {
   int inflight = 0;                  // 1: a k tile's wgmma group runs on while the next is issued
   int threads() const { return 128 * (consumers + 1); }
   int br() const { return 64 * consumers; }
-  int64_t shared_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }
+  int64_t ring_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }   // tiles, barriers, alignment
+  // the staged epilogue's S columns per chunk: all bs where the consumer warps' stages fit beside the ring (the
+  // producer refills it during the epilogue), else halves
+  int ep_cols() const {
+    int c = bs;
+    while (c > 8 && ring_bytes() + 4 * consumers * stage_bytes(c) > 227 * 1024) c /= 2;
+    return c;
+  }
+  int64_t shared_bytes() const { return ring_bytes() + 4 * consumers * stage_bytes(ep_cols()); }
 };
 constexpr int kTmaBK = 64;   // 64 halves: one 128-byte swizzle row
 
@@ -822,11 +878,12 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   } else {
     s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
   }
-  // accumulators as in render_wgmma
-  s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
-  s += "        const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
-  s += std::string("        const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
-  s += "        " + in_bounds(p, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br()) + "\n          const float acc = d[i];\n          " + o.store + "\n        }\n      }\n";
+  // the epilogue through each consumer warp's stage (after the barriers; the ring stays the producer's)
+  const int cols = c.ep_cols();
+  s += staged_epilogue(p, o.store,
+                       {s_is_b, c.bs, cols, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br(),
+                        "reinterpret_cast<float*>(tg_empty + " + S(c.stages) + ") + (warp - 4) * " + S(stage_bytes(cols) / 4), "r0 + wr0", "s0"},
+                       "      ");
   s += "    }\n  }\n}\n";
   return s;
 }
