@@ -230,6 +230,12 @@ struct Epilogue {
       default: throw NotCovered{};
     }
   }
+  // the store's element index and value apart, for a vector of stores (none when the store is masked)
+  std::optional<std::pair<std::string, std::string>> store_parts() const {
+    auto [i, v] = indexed(p.store->src[1]);
+    if (v) return std::nullopt;
+    return std::pair{i, value(p.store->src[2])};
+  }
   std::string store() const {
     auto [i, v] = indexed(p.store->src[1]);
     const std::string s = "data" + std::to_string(p.store->src[0]->as<int64_t>()) + "[" + i + "] = " + value(p.store->src[2]) + ";";
@@ -284,44 +290,6 @@ bool out_contiguous(const Plan& p, const std::vector<int>& axes) {
   return st.views.size() == 1 && st.views[0].strides[axes.back()] == 1;
 }
 
-// The epilogue of wgmma's accumulators through shared memory. Each warp holds 16 R rows x bs S columns: d[4j + q]
-// is R row (lane>>2) + 8*(q>>1), S column 8j + 2*(lane&3) + (q&1). Per chunk of `cols` S columns the warp writes
-// its d[4j..4j+3] as one float4 into its own stage (16 x cols floats, fragment order: slot j*32 + lane, the slot
-// XORed so that the reads below hit distinct banks), then a rolled loop reads the values back along the dim the
-// output is contiguous in and renders the AST's epilogue (`store`) ONCE. Unrolled, the 64-128 epilogues per thread
-// were most of NVRTC's time for a GEMM (bench/tc_notes.md, session 10). The chunk loop is rolled too: chunk c's
-// writes sit in `if (c == k)` blocks, so that d's indices stay constants.
-struct Staged {
-  bool s_is_b;
-  int bs, cols;                       // S columns per warp, per chunk
-  int64_t tile_m, tile_n;             // the block tile as M x N (in_bounds)
-  std::string stage, rbase, sbase;    // this warp's float* stage; its first R row and the tile's first S column
-};
-std::string staged_epilogue(const Plan& p, const std::string& store, const Staged& e, const std::string& ind) {
-  const int chunks = e.bs / e.cols;
-  const bool r_fast = out_contiguous(p, e.s_is_b ? p.m_axes : p.n_axes);
-  // slot L of 8-column block j: R-fast reads (16 rows x 2 columns) conflict-free, S-fast ones (32 columns) 2-way
-  auto slot = [](const std::string& j, const std::string& l) { return "(" + j + " * 32 + (" + l + " ^ (((" + l + " >> 3) & 3) | ((" + j + " & 1) << 2))))"; };
-  std::string s = ind + "float* tg_ep = " + e.stage + ";\n";
-  s += "#pragma unroll 1\n" + ind + "for (int c = 0; c < " + S(chunks) + "; c++) {\n";
-  s += ind + "  __syncwarp();   // the lanes' reads of the last chunk are done\n";
-  for (int k = 0; k < chunks; k++) {
-    const int j0 = k * e.cols / 8;
-    const std::string body = "#pragma unroll\n" + ind + "  for (int j = 0; j < " + S(e.cols / 8) + "; j++)\n" + ind +
-                             "    reinterpret_cast<float4*>(tg_ep)[" + slot("j", "lane") + "] = make_float4(d[" + S(4 * j0) + " + 4 * j], d[" +
-                             S(4 * j0 + 1) + " + 4 * j], d[" + S(4 * j0 + 2) + " + 4 * j], d[" + S(4 * j0 + 3) + " + 4 * j]);\n";
-    s += chunks == 1 ? body : ind + "  if (c == " + S(k) + ") {\n" + body + ind + "  }\n";
-  }
-  s += ind + "  __syncwarp();\n";
-  s += "#pragma unroll 1\n" + ind + "  for (int x = lane; x < " + S(16 * e.cols) + "; x += 32) {\n";
-  s += ind + "    const int lr = x " + (r_fast ? "& 15" : "/ " + S(e.cols)) + ", ls = x " + (r_fast ? ">> 4" : "% " + S(e.cols)) + ";\n";
-  s += ind + "    const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
-  s += ind + "    const int er = " + e.rbase + " + lr, es = " + e.sbase + " + c * " + S(e.cols) + " + ls;\n";
-  s += ind + "    const int em = " + (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
-  s += ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n" + ind +
-       "      " + store + "\n" + ind + "    }\n" + ind + "  }\n" + ind + "}\n";
-  return s;
-}
 // the bytes of one warp's stage of `cols` columns
 int64_t stage_bytes(int cols) { return int64_t{16} * cols * 4; }
 
@@ -450,7 +418,12 @@ Cfg choose(const Plan& p) {
 
 // the kernel's opening: headers, the PTX wrappers, the signature (every buffer of the AST by index), the tile
 // order, the batch decomposition and the operands' base pointers ga/gb. Also the epilogue's store statement.
-struct Opening { std::string src, store; };
+// vec: the output's element index and value, when the store is unmasked (the staged epilogue's vector stores)
+struct Opening {
+  std::string src, store;
+  std::optional<std::pair<std::string, std::string>> vec;
+  std::string out_type;   // the output buffer's element type
+};
 Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname, int threads, int min_blocks, int64_t tiles_m,
                 int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers, const std::string& extra_params = "",
                 bool block_tile = true) {
@@ -493,6 +466,8 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
   }
   Opening o;
   o.store = epi.store();
+  o.vec = epi.store_parts();
+  o.out_type = r.render_dtype(p.store->src[0]->dtype.base());
   std::string& s = o.src;
   s = "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n#include <cuda_fp16.h>\n";
   if (bf16) s += "#include <cuda_bf16.h>\n";
@@ -519,6 +494,78 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
   s += "  const " + tin + "* ga = data" + S(p.a.buf->as<int64_t>()) + " + (" + boff_a + ");\n";
   s += "  const " + tin + "* gb = data" + S(p.b.buf->as<int64_t>()) + " + (" + boff_b + ");\n";
   return o;
+}
+
+// The epilogue of wgmma's accumulators through shared memory. Each warp holds 16 R rows x bs S columns: d[4j + q]
+// is R row (lane>>2) + 8*(q>>1), S column 8j + 2*(lane&3) + (q&1). Per chunk of `cols` S columns the warp writes
+// its d[4j..4j+3] as one float4 into its own stage (16 x cols floats in fragment order: slot j*32 + lane, XORed so
+// that the reads below hit distinct banks), then a rolled loop renders the AST's epilogue ONCE (in an unrolled
+// loop of VW elements) over runs of VW elements along the dim the output is contiguous in. VW = 8 with one or two
+// 16-byte stores where the output allows it (unmasked, 8 consecutive elements aligned and within one row of it),
+// else VW = 1, the lanes on consecutive elements. Unrolled, the 64-128 epilogues per thread were most of NVRTC's
+// time for a GEMM (bench/tc_notes.md, session 10). The chunk loop is rolled too: chunk c's writes sit in
+// `if (c == k)` blocks, so that d's indices stay constants.
+struct Staged {
+  bool s_is_b;
+  int bs, cols;                       // S columns per warp, per chunk
+  int64_t tile_m, tile_n;             // the block tile as M x N (in_bounds)
+  std::string stage, rbase, sbase;    // this warp's float* stage; its first R row and the tile's first S column
+};
+// can runs of 8 output elements along `axes` (M's or N's, the kernel's split axes) be stored as 16-byte vectors?
+// The axes' innermost contiguous run (axes merged while each stride is the extent inside it) must hold whole runs
+// of 8, and the offset and every other axis' stride must keep a run's first element 16-byte aligned.
+bool vec8(const Plan& p, const Opening& o, const std::vector<int>& axes) {
+  const DType dt = p.store->src[0]->dtype.base();
+  if (!o.vec || (dt.itemsize() != 2 && dt.itemsize() != 4) || !out_contiguous(p, axes)) return false;
+  const ShapeTracker st = st_of(p.store->src[1]).simplify();
+  const View& v = st.views[0];
+  int64_t run = 1;
+  size_t k = axes.size();
+  while (k > 0 && v.strides[axes[k - 1]] == run) run *= p.full[axes[--k]];
+  if (run % 8 != 0 || v.offset % 8 != 0) return false;
+  for (size_t i = 0; i < v.strides.size(); i++)
+    if (std::find(axes.begin() + static_cast<std::ptrdiff_t>(k), axes.end(), static_cast<int>(i)) == axes.end() && v.strides[i] % 8 != 0) return false;
+  return true;
+}
+std::string staged_epilogue(const Plan& p, const Opening& o, const Staged& e, const std::string& ind) {
+  const int chunks = e.bs / e.cols;
+  const std::vector<int>& r_axes = e.s_is_b ? p.m_axes : p.n_axes;
+  const bool r_fast = out_contiguous(p, r_axes), vec = vec8(p, o, r_fast ? r_axes : (e.s_is_b ? p.n_axes : p.m_axes));
+  const int vw = vec ? 8 : 1, runs = r_fast ? 16 / vw : e.cols / vw;   // runs of vw elements along the fast dim
+  // slot L of 8-column block j
+  auto slot = [](const std::string& j, const std::string& l) { return "(" + j + " * 32 + (" + l + " ^ (((" + l + " >> 3) & 3) | ((" + j + " & 1) << 2))))"; };
+  std::string s = ind + "float* tg_ep = " + e.stage + ";\n";
+  s += "#pragma unroll 1\n" + ind + "for (int c = 0; c < " + S(chunks) + "; c++) {\n";
+  s += ind + "  __syncwarp();   // the lanes' reads of the last chunk are done\n";
+  for (int k = 0; k < chunks; k++) {
+    const int j0 = k * e.cols / 8;
+    const std::string body = "#pragma unroll\n" + ind + "  for (int j = 0; j < " + S(e.cols / 8) + "; j++)\n" + ind +
+                             "    reinterpret_cast<float4*>(tg_ep)[" + slot("j", "lane") + "] = make_float4(d[" + S(4 * j0) + " + 4 * j], d[" +
+                             S(4 * j0 + 1) + " + 4 * j], d[" + S(4 * j0 + 2) + " + 4 * j], d[" + S(4 * j0 + 3) + " + 4 * j]);\n";
+    s += chunks == 1 ? body : ind + "  if (c == " + S(k) + ") {\n" + body + ind + "  }\n";
+  }
+  s += ind + "  __syncwarp();\n";
+  s += "#pragma unroll 1\n" + ind + "  for (int x = lane; x < " + S(16 * e.cols / vw) + "; x += 32) {\n";
+  const std::string fast = "(x % " + S(runs) + ") * " + S(vw), slow = "x / " + S(runs);
+  s += ind + "    const int lr0 = " + (r_fast ? fast : slow) + ", ls0 = " + (r_fast ? slow : fast) + ";\n";
+  std::string one = ind + "      const int lr = lr0" + (r_fast && vw > 1 ? " + u" : "") + ", ls = ls0" + (!r_fast && vw > 1 ? " + u" : "") + ";\n";
+  one += ind + "      const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
+  one += ind + "      const int er = " + e.rbase + " + lr, es = " + e.sbase + " + c * " + S(e.cols) + " + ls;\n";
+  one += ind + "      const int em = " + (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
+  one += ind + "      const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n";
+  if (!vec) return s + ind + "    {\n" + one + ind + "      " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "        " + o.store + "\n" + ind +
+                   "      }\n" + ind + "    }\n" + ind + "  }\n" + ind + "}\n";
+  // the run's first element (its index and guard: the run is all in or all out), then its vw values
+  const int n16 = vw * static_cast<int>(p.store->src[0]->dtype.base().itemsize()) / 16;
+  s += ind + "    const int er = " + e.rbase + " + lr0, es = " + e.sbase + " + c * " + S(e.cols) + " + ls0;\n";
+  s += ind + "    const int em = " + (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
+  s += ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      uint4 tg_o[" + S(n16) + "];\n";
+  s += "#pragma unroll\n" + ind + "      for (int u = 0; u < " + S(vw) + "; u++) {\n" + one + ind + "        reinterpret_cast<" + o.out_type + "*>(tg_o)[u] = " +
+       o.vec->second + ";\n" + ind + "      }\n";
+  s += ind + "      uint4* tg_g = reinterpret_cast<uint4*>(&data" + S(p.store->src[0]->as<int64_t>()) + "[" + o.vec->first + "]);\n";
+  s += "#pragma unroll\n" + ind + "      for (int v = 0; v < " + S(n16) + "; v++) tg_g[v] = tg_o[v];\n" + ind + "    }\n";
+  s += ind + "  }\n" + ind + "}\n";
+  return s;
 }
 
 // the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill a stage, compute. The refill goes
@@ -880,7 +927,7 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   }
   // the epilogue through each consumer warp's stage (after the barriers; the ring stays the producer's)
   const int cols = c.ep_cols();
-  s += staged_epilogue(p, o.store,
+  s += staged_epilogue(p, o,
                        {s_is_b, c.bs, cols, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br(),
                         "reinterpret_cast<float*>(tg_empty + " + S(c.stages) + ") + (warp - 4) * " + S(stage_bytes(cols) / 4), "r0 + wr0", "s0"},
                        "      ");
