@@ -534,6 +534,11 @@ std::string staged_epilogue(const Plan& p, const Opening& o, const Staged& e, co
   const int vw = vec ? 8 : 1, runs = r_fast ? 16 / vw : e.cols / vw;   // runs of vw elements along the fast dim
   // slot L of 8-column block j
   auto slot = [](const std::string& j, const std::string& l) { return "(" + j + " * 32 + (" + l + " ^ (((" + l + " >> 3) & 3) | ((" + j + " & 1) << 2))))"; };
+  // the output coordinates em, en of the stage's element (lr, ls)
+  auto coords = [&](const std::string& in, const std::string& lr, const std::string& ls) {
+    return in + "const int er = " + e.rbase + " + " + lr + ", es = " + e.sbase + " + c * " + S(e.cols) + " + " + ls + ";\n" + in + "const int em = " +
+           (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
+  };
   std::string s = ind + "float* tg_ep = " + e.stage + ";\n";
   s += "#pragma unroll 1\n" + ind + "for (int c = 0; c < " + S(chunks) + "; c++) {\n";
   s += ind + "  __syncwarp();   // the lanes' reads of the last chunk are done\n";
@@ -546,26 +551,25 @@ std::string staged_epilogue(const Plan& p, const Opening& o, const Staged& e, co
   }
   s += ind + "  __syncwarp();\n";
   s += "#pragma unroll 1\n" + ind + "  for (int x = lane; x < " + S(16 * e.cols / vw) + "; x += 32) {\n";
-  const std::string fast = "(x % " + S(runs) + ") * " + S(vw), slow = "x / " + S(runs);
+  const std::string fast = "(x % " + S(runs) + ")" + (vw > 1 ? " * " + S(vw) : ""), slow = "x / " + S(runs);
   s += ind + "    const int lr0 = " + (r_fast ? fast : slow) + ", ls0 = " + (r_fast ? slow : fast) + ";\n";
-  std::string one = ind + "      const int lr = lr0" + (r_fast && vw > 1 ? " + u" : "") + ", ls = ls0" + (!r_fast && vw > 1 ? " + u" : "") + ";\n";
-  one += ind + "      const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
-  one += ind + "      const int er = " + e.rbase + " + lr, es = " + e.sbase + " + c * " + S(e.cols) + " + ls;\n";
-  one += ind + "      const int em = " + (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
-  one += ind + "      const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n";
-  if (!vec) return s + ind + "    {\n" + one + ind + "      " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "        " + o.store + "\n" + ind +
-                   "      }\n" + ind + "    }\n" + ind + "  }\n" + ind + "}\n";
-  // the run's first element (its index and guard: the run is all in or all out), then its vw values
-  const int n16 = vw * static_cast<int>(p.store->src[0]->dtype.base().itemsize()) / 16;
-  s += ind + "    const int er = " + e.rbase + " + lr0, es = " + e.sbase + " + c * " + S(e.cols) + " + ls0;\n";
-  s += ind + "    const int em = " + (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
-  s += ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      uint4 tg_o[" + S(n16) + "];\n";
-  s += "#pragma unroll\n" + ind + "      for (int u = 0; u < " + S(vw) + "; u++) {\n" + one + ind + "        reinterpret_cast<" + o.out_type + "*>(tg_o)[u] = " +
-       o.vec->second + ";\n" + ind + "      }\n";
-  s += ind + "      uint4* tg_g = reinterpret_cast<uint4*>(&data" + S(p.store->src[0]->as<int64_t>()) + "[" + o.vec->first + "]);\n";
-  s += "#pragma unroll\n" + ind + "      for (int v = 0; v < " + S(n16) + "; v++) tg_g[v] = tg_o[v];\n" + ind + "    }\n";
-  s += ind + "  }\n" + ind + "}\n";
-  return s;
+  // one element of the run: u along the fast dim
+  const std::string in = ind + (vec ? "        " : "      ");
+  std::string one = in + "const int lr = lr0" + (r_fast && vec ? " + u" : "") + ", ls = ls0" + (!r_fast && vec ? " + u" : "") + ";\n";
+  one += in + "const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
+  one += coords(in, "lr", "ls") + in + "const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n";
+  if (!vec) {
+    s += ind + "    {\n" + one + in + in_bounds(p, e.tile_m, e.tile_n) + "\n" + in + "  " + o.store + "\n" + in + "}\n" + ind + "    }\n";
+  } else {
+    // the run's first element gives the index and the guard (a run is all in or all out), then its 8 values
+    const int n16 = vw * static_cast<int>(p.store->src[0]->dtype.base().itemsize()) / 16;
+    s += coords(ind + "    ", "lr0", "ls0") + ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      uint4 tg_o[" + S(n16) + "];\n";
+    s += "#pragma unroll\n" + ind + "      for (int u = 0; u < " + S(vw) + "; u++) {\n" + one + in + "reinterpret_cast<" + o.out_type + "*>(tg_o)[u] = " +
+         o.vec->second + ";\n" + ind + "      }\n";
+    s += ind + "      uint4* tg_g = reinterpret_cast<uint4*>(&data" + S(p.store->src[0]->as<int64_t>()) + "[" + o.vec->first + "]);\n";
+    s += "#pragma unroll\n" + ind + "      for (int v = 0; v < " + S(n16) + "; v++) tg_g[v] = tg_o[v];\n" + ind + "    }\n";
+  }
+  return s + ind + "  }\n" + ind + "}\n";
 }
 
 // the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill a stage, compute. The refill goes
