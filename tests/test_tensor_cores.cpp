@@ -564,6 +564,35 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
   EXPECT_THROW(template_program(template_cases()[0].ast, sm90r), Error);
 }
 
+// The TMA kernel's epilogue goes through shared memory: each consumer warp writes its accumulators as float4 into
+// its stage, and a rolled loop renders the AST's epilogue once, with 16-byte stores where the output allows (the
+// unrolled 64-128 stores per thread were most of NVRTC's time). Checked in the PTX: one global store instruction.
+TEST(TCGemm, PTXTmaEpilogueStagedOnce) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  struct Case { const char* what; UOp ast; const char* cfg; size_t sts_v4, stg_v4, stg_scalar; int chunks; };
+  const std::vector<Case> cases = {
+      {"1536^3 (64x128 tiles)", last_ast(mat({1536, 1536}, dtypes::half).matmul(mat({1536, 1536}, dtypes::half))), "", 16, 1, 0, 1},
+      {"4096^3 (128x256 tiles, 4 chunks of 64 columns)", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), "", 32,
+       1, 0, 4},
+      {"batched + bias + relu", last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu()),
+       "", 16, 1, 0, 1},
+      {"fp32 out: two 16-byte stores a run", gemm_ast(256, 512, 128, dtypes::half, dtypes::float32, dtypes::float32), "1,64,2,0", 8, 2, 0, 1},
+      {"B^T, N=36: scalar stores", last_ast(mat({72, 40}, dtypes::half).matmul(mat({36, 40}, dtypes::half).transpose())), "1,64,2,0", 8, 0, 1, 1},
+  };
+  for (const Case& c : cases) {
+    Context ctx(std::map<std::string, std::string>{{"TC_OPT", "2"}, {"TC_TMA_CFG", c.cfg}});
+    RenderedProgram p;
+    std::string ptx;
+    ASSERT_NO_FATAL_FAILURE(sm90_template_ptx({c.what, c.ast, 2, true}, p, ptx));
+    ASSERT_NE(p.src.find("cp.async.bulk.tensor"), std::string::npos) << c.what;
+    EXPECT_NE(p.src.find("for (int c = 0; c < " + std::to_string(c.chunks) + "; c++)"), std::string::npos) << c.what;
+    EXPECT_EQ(count(ptx, "st.shared.v4.f32"), c.sts_v4) << c.what;
+    EXPECT_EQ(count(ptx, "st.global.v4"), c.stg_v4) << c.what;
+    EXPECT_EQ(count(ptx, "st.global.") - count(ptx, "st.global.v4"), c.stg_scalar) << c.what;
+    EXPECT_GE(count(ptx, "bar.warp.sync"), 2u) << c.what;
+  }
+}
+
 // the TMA kernel's persistent grid is one block per SM of the device (the renderer's count from the CUDA device),
 // 132 when unknown, TC_SMS when set
 TEST(TCGemm, PersistentGridFollowsSMs) {
@@ -726,6 +755,8 @@ static thread_local emu_warp* emu_w;
 static thread_local std::barrier<>* emu_block;
 static thread_local int emu_lane;
 #define __syncthreads() emu_block->arrive_and_wait()
+#define __syncwarp() emu_w->bar->arrive_and_wait()
+struct alignas(16) uint4 { unsigned x, y, z, w; };
 static void tg_cp_async16(void* dst, const void* src, int bytes) { if (bytes == 16) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16); }
 static void tg_cp_async4(void* dst, const void* src, int bytes) { if (bytes == 4) std::memcpy(dst, src, 4); else std::memset(dst, 0, 4); }
 static void tg_cp_commit() {}
@@ -1029,6 +1060,13 @@ TEST(TCGemm, WarpEmulated) {
        "1,64,2,1"},
       {"TMA batched, wgmma in flight", last_ast(mat({2, 64, 48}, dtypes::half).matmul(mat({2, 48, 136}, dtypes::half))), 2, 0, true,
        "2,64,2,1,1"},
+      // the staged epilogue's forms: scalar stores (N=36 has no aligned runs of 8), fp32 out (two 16-byte stores a
+      // run), and 128x256 tiles whose stages take 4 chunks of 64 columns beside the ring
+      {"TMA B^T, N=36: scalar stores", last_ast(mat({72, 40}, dtypes::half).matmul(mat({36, 40}, dtypes::half).transpose())), 2, 0, true,
+       "1,64,2,1"},
+      {"TMA fp32 out", gemm_ast(72, 40, 136, dtypes::half, dtypes::float32, dtypes::float32), 2, 0, true, "1,64,2,1"},
+      {"TMA 128x256 tiles, chunked stages", last_ast(mat({136, 72}, dtypes::half).matmul(mat({72, 200}, dtypes::half))), 2, 0, true,
+       "2,256,4,1"},
       // a conv as an implicit GEMM: rows (n, y, x) and k (ky, kx*cin) gathered from the channels-last copies
       {"conv 3x3 pad 1, 64-tile", conv_ast({2, 16, 6, 6}, {64, 16, 3, 3}, 1, 1, false), 2, 64},
       {"conv stride 2 + bias + relu, 128-tile", conv_ast({3, 24, 9, 9}, {40, 24, 3, 3}, 2, 1, true), 2, 128},
@@ -1064,6 +1102,8 @@ TEST(TCGemm, WarpEmulated) {
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
   for (const EmuCase& c : cases) {
+    // EMU_CASES=text runs only the cases whose name has it
+    if (const std::string only = getenv_str("EMU_CASES"); !only.empty() && std::string(c.what).find(only) == std::string::npos) continue;
     SCOPED_TRACE(c.what);
     Context ctx(std::map<std::string, std::string>{{"TC_OPT", std::to_string(c.tc_opt)}, {"TC_GEMM_TILE", std::to_string(c.tile)},
                                                    {"TC_TMA", c.tma ? "1" : "0"}, {"TC_TMA_CFG", c.tma ? c.tma : ""},

@@ -230,6 +230,12 @@ struct Epilogue {
       default: throw NotCovered{};
     }
   }
+  // the store's element index and value apart, for a vector of stores (none when the store is masked)
+  std::optional<std::pair<std::string, std::string>> store_parts() const {
+    auto [i, v] = indexed(p.store->src[1]);
+    if (v) return std::nullopt;
+    return std::pair{i, value(p.store->src[2])};
+  }
   std::string store() const {
     auto [i, v] = indexed(p.store->src[1]);
     const std::string s = "data" + std::to_string(p.store->src[0]->as<int64_t>()) + "[" + i + "] = " + value(p.store->src[2]) + ";";
@@ -276,6 +282,16 @@ std::string in_bounds(const Plan& p, int64_t tile_m, int64_t tile_n) {
   if (p.N % tile_n != 0) c += (c.empty() ? "" : " && ") + std::string("en < ") + S(p.N);
   return c.empty() ? "{" : "if (" + c + ") {";
 }
+
+// Does the output advance by one element along the innermost of these axes (M's or N's)? Then the staged
+// epilogue walks that dim fastest, so that a warp's stores are coalesced.
+bool out_contiguous(const Plan& p, const std::vector<int>& axes) {
+  const ShapeTracker st = st_of(p.store->src[1]).simplify();
+  return st.views.size() == 1 && st.views[0].strides[axes.back()] == 1;
+}
+
+// the bytes of one warp's stage of `cols` columns
+int64_t stage_bytes(int cols) { return int64_t{16} * cols * 4; }
 
 // the element offset of flat index x (a C expression) in dims d: per dim its digit of x times its stride
 std::string addr(const Dims& d, const std::string& x) {
@@ -402,7 +418,12 @@ Cfg choose(const Plan& p) {
 
 // the kernel's opening: headers, the PTX wrappers, the signature (every buffer of the AST by index), the tile
 // order, the batch decomposition and the operands' base pointers ga/gb. Also the epilogue's store statement.
-struct Opening { std::string src, store; };
+// vec: the output's element index and value, when the store is unmasked (the staged epilogue's vector stores)
+struct Opening {
+  std::string src, store;
+  std::optional<std::pair<std::string, std::string>> vec;
+  std::string out_type;   // the output buffer's element type
+};
 Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname, int threads, int min_blocks, int64_t tiles_m,
                 int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers, const std::string& extra_params = "",
                 bool block_tile = true) {
@@ -445,6 +466,8 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
   }
   Opening o;
   o.store = epi.store();
+  o.vec = epi.store_parts();
+  o.out_type = r.render_dtype(p.store->src[0]->dtype.base());
   std::string& s = o.src;
   s = "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n#include <cuda_fp16.h>\n";
   if (bf16) s += "#include <cuda_bf16.h>\n";
@@ -471,6 +494,82 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
   s += "  const " + tin + "* ga = data" + S(p.a.buf->as<int64_t>()) + " + (" + boff_a + ");\n";
   s += "  const " + tin + "* gb = data" + S(p.b.buf->as<int64_t>()) + " + (" + boff_b + ");\n";
   return o;
+}
+
+// The epilogue of wgmma's accumulators through shared memory. Each warp holds 16 R rows x bs S columns: d[4j + q]
+// is R row (lane>>2) + 8*(q>>1), S column 8j + 2*(lane&3) + (q&1). Per chunk of `cols` S columns the warp writes
+// its d[4j..4j+3] as one float4 into its own stage (16 x cols floats in fragment order: slot j*32 + lane, XORed so
+// that the reads below hit distinct banks), then a rolled loop renders the AST's epilogue ONCE (in an unrolled
+// loop of VW elements) over runs of VW elements along the dim the output is contiguous in. VW = 8 with one or two
+// 16-byte stores where the output allows it (unmasked, 8 consecutive elements aligned and within one row of it),
+// else VW = 1, the lanes on consecutive elements. Unrolled, the 64-128 epilogues per thread were most of NVRTC's
+// time for a GEMM (bench/tc_notes.md, session 10). The chunk loop is rolled too: chunk c's writes sit in
+// `if (c == k)` blocks, so that d's indices stay constants.
+struct Staged {
+  bool s_is_b;
+  int bs, cols;                       // S columns per warp, per chunk
+  int64_t tile_m, tile_n;             // the block tile as M x N (in_bounds)
+  std::string stage, rbase, sbase;    // this warp's float* stage; its first R row and the tile's first S column
+};
+// can runs of 8 output elements along `axes` (M's or N's, the kernel's split axes) be stored as 16-byte vectors?
+// The axes' innermost contiguous run (axes merged while each stride is the extent inside it) must hold whole runs
+// of 8, and the offset and every other axis' stride must keep a run's first element 16-byte aligned.
+bool vec8(const Plan& p, const Opening& o, const std::vector<int>& axes) {
+  const DType dt = p.store->src[0]->dtype.base();
+  if (!o.vec || (dt.itemsize() != 2 && dt.itemsize() != 4) || !out_contiguous(p, axes)) return false;
+  const ShapeTracker st = st_of(p.store->src[1]).simplify();
+  const View& v = st.views[0];
+  int64_t run = 1;
+  size_t k = axes.size();
+  while (k > 0 && v.strides[axes[k - 1]] == run) run *= p.full[axes[--k]];
+  if (run % 8 != 0 || v.offset % 8 != 0) return false;
+  for (size_t i = 0; i < v.strides.size(); i++)
+    if (std::find(axes.begin() + static_cast<std::ptrdiff_t>(k), axes.end(), static_cast<int>(i)) == axes.end() && v.strides[i] % 8 != 0) return false;
+  return true;
+}
+std::string staged_epilogue(const Plan& p, const Opening& o, const Staged& e, const std::string& ind) {
+  const int chunks = e.bs / e.cols;
+  const std::vector<int>& r_axes = e.s_is_b ? p.m_axes : p.n_axes;
+  const bool r_fast = out_contiguous(p, r_axes), vec = vec8(p, o, r_fast ? r_axes : (e.s_is_b ? p.n_axes : p.m_axes));
+  const int vw = vec ? 8 : 1, runs = r_fast ? 16 / vw : e.cols / vw;   // runs of vw elements along the fast dim
+  // slot L of 8-column block j
+  auto slot = [](const std::string& j, const std::string& l) { return "(" + j + " * 32 + (" + l + " ^ (((" + l + " >> 3) & 3) | ((" + j + " & 1) << 2))))"; };
+  // the output coordinates em, en of the stage's element (lr, ls)
+  auto coords = [&](const std::string& in, const std::string& lr, const std::string& ls) {
+    return in + "const int er = " + e.rbase + " + " + lr + ", es = " + e.sbase + " + c * " + S(e.cols) + " + " + ls + ";\n" + in + "const int em = " +
+           (e.s_is_b ? "er" : "es") + ", en = " + (e.s_is_b ? "es" : "er") + ";\n";
+  };
+  std::string s = ind + "float* tg_ep = " + e.stage + ";\n";
+  s += "#pragma unroll 1\n" + ind + "for (int c = 0; c < " + S(chunks) + "; c++) {\n";
+  s += ind + "  __syncwarp();   // the lanes' reads of the last chunk are done\n";
+  for (int k = 0; k < chunks; k++) {
+    const int j0 = k * e.cols / 8;
+    const std::string body = "#pragma unroll\n" + ind + "  for (int j = 0; j < " + S(e.cols / 8) + "; j++)\n" + ind +
+                             "    reinterpret_cast<float4*>(tg_ep)[" + slot("j", "lane") + "] = make_float4(d[" + S(4 * j0) + " + 4 * j], d[" +
+                             S(4 * j0 + 1) + " + 4 * j], d[" + S(4 * j0 + 2) + " + 4 * j], d[" + S(4 * j0 + 3) + " + 4 * j]);\n";
+    s += chunks == 1 ? body : ind + "  if (c == " + S(k) + ") {\n" + body + ind + "  }\n";
+  }
+  s += ind + "  __syncwarp();\n";
+  s += "#pragma unroll 1\n" + ind + "  for (int x = lane; x < " + S(16 * e.cols / vw) + "; x += 32) {\n";
+  const std::string fast = "(x % " + S(runs) + ")" + (vw > 1 ? " * " + S(vw) : ""), slow = "x / " + S(runs);
+  s += ind + "    const int lr0 = " + (r_fast ? fast : slow) + ", ls0 = " + (r_fast ? slow : fast) + ";\n";
+  // one element of the run: u along the fast dim
+  const std::string in = ind + (vec ? "        " : "      ");
+  std::string one = in + "const int lr = lr0" + (r_fast && vec ? " + u" : "") + ", ls = ls0" + (!r_fast && vec ? " + u" : "") + ";\n";
+  one += in + "const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
+  one += coords(in, "lr", "ls") + in + "const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n";
+  if (!vec) {
+    s += ind + "    {\n" + one + in + in_bounds(p, e.tile_m, e.tile_n) + "\n" + in + "  " + o.store + "\n" + in + "}\n" + ind + "    }\n";
+  } else {
+    // the run's first element gives the index and the guard (a run is all in or all out), then its 8 values
+    const int n16 = vw * static_cast<int>(p.store->src[0]->dtype.base().itemsize()) / 16;
+    s += coords(ind + "    ", "lr0", "ls0") + ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      uint4 tg_o[" + S(n16) + "];\n";
+    s += "#pragma unroll\n" + ind + "      for (int u = 0; u < " + S(vw) + "; u++) {\n" + one + in + "reinterpret_cast<" + o.out_type + "*>(tg_o)[u] = " +
+         o.vec->second + ";\n" + ind + "      }\n";
+    s += ind + "      uint4* tg_g = reinterpret_cast<uint4*>(&data" + S(p.store->src[0]->as<int64_t>()) + "[" + o.vec->first + "]);\n";
+    s += "#pragma unroll\n" + ind + "      for (int v = 0; v < " + S(n16) + "; v++) tg_g[v] = tg_o[v];\n" + ind + "    }\n";
+  }
+  return s + ind + "  }\n" + ind + "}\n";
 }
 
 // the k loop's skeleton: prologue copies, then per k tile wait, barrier, refill a stage, compute. The refill goes
@@ -654,7 +753,15 @@ struct TmaCfg {
   int inflight = 0;                  // 1: a k tile's wgmma group runs on while the next is issued
   int threads() const { return 128 * (consumers + 1); }
   int br() const { return 64 * consumers; }
-  int64_t shared_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }
+  int64_t ring_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }   // tiles, barriers, alignment
+  // the staged epilogue's S columns per chunk: all bs where the consumer warps' stages fit beside the ring (the
+  // producer refills it during the epilogue), else halves
+  int ep_cols() const {
+    int c = bs;
+    while (c > 8 && ring_bytes() + 4 * consumers * stage_bytes(c) > 227 * 1024) c /= 2;
+    return c;
+  }
+  int64_t shared_bytes() const { return ring_bytes() + 4 * consumers * stage_bytes(ep_cols()); }
 };
 constexpr int kTmaBK = 64;   // 64 halves: one 128-byte swizzle row
 
@@ -822,11 +929,12 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   } else {
     s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
   }
-  // accumulators as in render_wgmma
-  s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) {\n";
-  s += "        const int er = r0 + wr0 + (lane >> 2) + (((i & 3) >> 1) << 3), es = s0 + (i >> 2) * 8 + ((lane & 3) << 1) + (i & 1);\n";
-  s += std::string("        const int em = ") + (s_is_b ? "er" : "es") + ", en = " + (s_is_b ? "es" : "er") + ";\n";
-  s += "        " + in_bounds(p, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br()) + "\n          const float acc = d[i];\n          " + o.store + "\n        }\n      }\n";
+  // the epilogue through each consumer warp's stage (after the barriers; the ring stays the producer's)
+  const int cols = c.ep_cols();
+  s += staged_epilogue(p, o,
+                       {s_is_b, c.bs, cols, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br(),
+                        "reinterpret_cast<float*>(tg_empty + " + S(c.stages) + ") + (warp - 4) * " + S(stage_bytes(cols) / 4), "r0 + wr0", "s0"},
+                       "      ");
   s += "    }\n  }\n}\n";
   return s;
 }

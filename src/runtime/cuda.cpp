@@ -206,6 +206,11 @@ class CUDACompiler : public Compiler {
     if (!api().nvrtc_dir.empty()) opts_.push_back("-I" + api().nvrtc_dir + "/../include");
     for (const char* d : {"/usr/local/cuda/include", "/usr/include", "/opt/cuda/include"}) opts_.push_back(std::string("-I") + d);
     if (major_ * 100 + minor_ >= 1204) opts_.push_back("--minimal");   // faster compiles of small kernels
+    // NVRTC's automatic precompiled header (12.8+): the first kernel with a prelude (the defines and
+    // cuda_fp16.h) writes it into a per-process folder under /tmp, later kernels with the same prelude load it
+    // instead of parsing the header (9% of a 1536^3 GEMM's compile; same cubins, also from concurrent compiles).
+    // NVRTC_PCH=0 turns it off.
+    if (major_ * 100 + minor_ >= 1208 && getenv("NVRTC_PCH", 1) != 0) opts_.push_back("--pch");
   }
   std::string cachekey() const override {
     return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin";
