@@ -137,7 +137,7 @@ for l in sys.stdin:
   try: j = json.loads(l); print(j["bench"][10:], j.get("tflops", j.get("error")), end="  ")
   except Exception: pass')"
   }
-  for cfg in ${TMA_CFGS:-2,256,4 2,256,4,0,1 2,128,5 1,128,6 1,128,6,0,1 2,192,5}; do sweep TC_TMA_CFG=$cfg; done
+  for cfg in ${TMA_CFGS:-2,256,4 2,128,5 1,128,6 2,192,5}; do sweep TC_TMA_CFG=$cfg; done
   for cfg in ${WG_CFGS:-2,128,3,2,0 1,128,4,2,1}; do sweep TC_WGMMA_CFG=$cfg; done
   for v in SIMT_GEMM=1 SIMT_GEMM=0; do   # fp32 4096^3: the SIMT template, then the heuristic's kernel
     echo "$v: $(env $v CASES=gemm_fp32_4096 REPS=10 timeout 60 "./$BUILD/bench/bench_gemm" 2>&1 | grep -o '"tflops":[0-9.]*')"

@@ -750,7 +750,6 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
 // consumers run the epilogue. M/N/K edges: TMA zero-fills what is out of bounds; stores are guarded.
 struct TmaCfg {
   int consumers, bs, stages, grid;   // consumer warpgroups (64 R rows each), S rows per block, ring slots, blocks
-  int inflight = 0;                  // 1: a k tile's wgmma group runs on while the next is issued
   int threads() const { return 128 * (consumers + 1); }
   int br() const { return 64 * consumers; }
   int64_t ring_bytes() const { return int64_t{stages} * (br() + bs) * 128 + 16 * stages + 1024; }   // tiles, barriers, alignment
@@ -921,14 +920,10 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   }
   s += "        }\n        tg_wgmma_fence();\n";
   s += "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
-  if (c.inflight) {
-    // keep this k tile's wgmmas running while the next one's operands are read; release the slot before it
-    s += "        tg_wgmma_commit();\n        tg_wgmma_wait<1>();\n        if (kt > 0 && lane == 0) tg_mbar_arrive(&tg_empty[(it + " +
-         S(c.stages - 1) + ") % " + S(c.stages) + "]);\n      }\n";
-    s += "      tg_wgmma_wait<0>();\n      if (lane == 0) tg_mbar_arrive(&tg_empty[(it + " + S(c.stages - 1) + ") % " + S(c.stages) + "]);\n";
-  } else {
-    s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
-  }
+  // every k tile's wgmma group completes before its slot is released. (A 5th TC_TMA_CFG field once left one group in
+  // flight across k tiles: no default used it, and on the H100 it gave wrong results with 2 consumers once
+  // TmaConfigs really compiled each config, session 10. It was removed, its cause not established.)
+  s += "        tg_wgmma_commit();\n        tg_wgmma_wait<0>();\n        if (lane == 0) tg_mbar_arrive(&tg_empty[st]);\n      }\n";
   // the epilogue through each consumer warp's stage (after the barriers; the ring stays the producer's)
   const int cols = c.ep_cols();
   s += staged_epilogue(p, o,
@@ -939,7 +934,7 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   return s;
 }
 
-// TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid[,inflight]]" (sweeps); else by the number of tiles.
+// TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid]" (sweeps); else by the number of tiles.
 std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
   // TC_WGMMA_CFG asks for the cp.async wgmma kernel (render_wgmma)
   if (getenv("TC_TMA", 1) == 0 || !getenv_str("TC_WGMMA_CFG").empty()) return std::nullopt;
@@ -947,14 +942,14 @@ std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
   // one block per SM (the device's count; 132, an H100 SXM's, when unknown); any grid is correct (the loop strides)
   const int sms = static_cast<int>(getenv("TC_SMS", device_sms > 0 ? device_sms : 132));
   if (const std::string e = getenv_str("TC_TMA_CFG"); !e.empty()) {
-    int v[5] = {0, 0, 0, 0, 0};
-    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]);
-    TmaCfg c{v[0], v[1], v[2], v[3], v[4]};
-    const bool ok = (n >= 3 && n <= 5) && (c.inflight == 0 || c.inflight == 1) && c.consumers >= 1 && c.consumers <= 2 && c.bs >= 64 && c.bs <= 256 && c.bs % 64 == 0 &&
+    int v[4] = {0, 0, 0, 0};
+    char extra = 0;
+    const int n = std::sscanf(e.c_str(), "%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &extra);
+    TmaCfg c{v[0], v[1], v[2], v[3]};
+    const bool ok = (n >= 3 && n <= 4) && c.consumers >= 1 && c.consumers <= 2 && c.bs >= 64 && c.bs <= 256 && c.bs % 64 == 0 &&
                     c.stages >= 2 && c.grid >= 0 && c.shared_bytes() <= 227 * 1024;
     if (!ok)
-      throw Error("TC_TMA_CFG=" + e + ": want consumers (1-2),bs (64..256, a multiple of 64),stages (>= 2)[,grid (0: one block per SM)" +
-                  "[,inflight (0|1)]] " +
+      throw Error("TC_TMA_CFG=" + e + ": want consumers (1-2),bs (64..256, a multiple of 64),stages (>= 2)[,grid (0: one block per SM)] " +
                   "with stages*(64*consumers+bs)*128 bytes within 227 KiB of shared memory");
     const int64_t nt = ((rdim + c.br() - 1) / c.br()) * ((sdim + c.bs - 1) / c.bs) * p.batch;
     if (c.grid == 0) c.grid = static_cast<int>(std::min<int64_t>(nt, sms));
