@@ -162,17 +162,22 @@ std::optional<ScheduleItem> conv1_weight_gemm() {
   return gemm;
 }
 
+// the CPU kernel of `ast` with the hand-coded opts, linearized
+std::vector<UOp> hand_coded_uops(const UOp& ast) {
+  static const ClangRenderer ren;
+  Kernel k(ast, ren);
+  k.hand_coded_optimizations();
+  return k.linearize();
+}
+
 // beautiful_mnist's conv1 weight gradient (grad_output's channels are strided: no vector axis in the
 // output): 4 output channels x 5 kernel taps in registers, 20 vector accumulators, where the
 // old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
 TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
   const std::optional<ScheduleItem> gemm = conv1_weight_gemm();
   ASSERT_TRUE(gemm);
-  ClangRenderer ren;
-  Kernel k(Access::uop(gemm->ast), ren);
-  k.hand_coded_optimizations();
   int accs = 0, lanes = 0;
-  for (const UOp& u : k.linearize())
+  for (const UOp& u : hand_coded_uops(Access::uop(gemm->ast)))
     if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::max<int>(lanes, u->dtype.count);
   EXPECT_EQ(accs, 20) << "4 output channels x 5 kernel taps";
   // the reduce runs over the 24x24 positions as one contiguous axis (x's rows shifted per kx,
@@ -186,20 +191,15 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
 TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
   const std::optional<ScheduleItem> gemm = conv1_weight_gemm();
   ASSERT_TRUE(gemm);
-  ClangRenderer ren;
-  Kernel k(Access::uop(gemm->ast), ren);
-  k.hand_coded_optimizations();
   std::set<int64_t> bufs;
   int prefetches = 0;
-  for (const UOp& u : k.linearize())
+  for (const UOp& u : hand_coded_uops(Access::uop(gemm->ast)))
     if (u->op == Ops::PREFETCH) prefetches++, bufs.insert(u->src[0]->as<int64_t>());
   EXPECT_EQ(prefetches, 4) << "one per output channel of the tile";
   ASSERT_EQ(bufs.size(), 1u);
   EXPECT_EQ(gemm->bufs[static_cast<size_t>(*bufs.begin())]->size, int64_t{8} * 32 * 24 * 24) << "grad_output's";
   Context off({{"GEMM_PREFETCH", 0}});
-  Kernel k0(Access::uop(gemm->ast), ren);
-  k0.hand_coded_optimizations();
-  for (const UOp& u : k0.linearize()) EXPECT_NE(u->op, Ops::PREFETCH);
+  for (const UOp& u : hand_coded_uops(Access::uop(gemm->ast))) EXPECT_NE(u->op, Ops::PREFETCH);
 }
 
 // A strided conv's weight gradient by phases: the phases read grad_output from one copy laid out as the CPU GEMM's
@@ -367,9 +367,7 @@ int64_t schedule_macs(const Tensor& t) {
   for (const ScheduleItem& si : t.schedule()) {
     if (si.kind != MetaOps::KERNEL) continue;
     const auto plan = cpu_gemm_pack(Access::uop(si.ast), ren);
-    Kernel k(plan ? plan->gemm_ast : Access::uop(si.ast), ren);
-    k.hand_coded_optimizations();
-    macs += executed_macs(k.linearize());
+    macs += executed_macs(hand_coded_uops(plan ? plan->gemm_ast : Access::uop(si.ast)));
   }
   return macs;
 }

@@ -51,8 +51,6 @@ bool scalar_index(const UOp& x) {
   return true;
 }
 
-UOp min_of(const UOp& a, const UOp& b) { return -((-a).max(-b)); }
-
 // A bound of one of ranges from conjunct c: (index of the range, start or end, the bound). c must be
 // lhs < rhs or !(lhs < rhs) with lhs - rhs = base + a*r, a = +-1, base free of the reduce's ranges.
 struct Bound {
@@ -98,7 +96,7 @@ std::optional<UOp> narrow(const UOp& x) {
     auto b = bound_of(c, ranges);
     if (!b) continue;
     UOp& cur = b->end ? hi[b->range] : lo[b->range];
-    cur = b->end ? min_of(cur, b->value) : cur.max(b->value);
+    cur = b->end ? cur.min(b->value) : cur.max(b->value);
     used.push_back(c);
   }
   if (used.empty()) return std::nullopt;

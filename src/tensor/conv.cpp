@@ -222,6 +222,9 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
   return detail::slice_pad(dx->reshape(full), crop);
 }
+// output channels per panel of the CPU GEMM's packed B operand (codegen/pack.cpp)
+constexpr int64_t kPanel = 32;
+
 // Whether a stride-1 undilated conv's input gradient reads grad_output's k-1 padding as a view (its gates,
 // 0 <= y + ky - (k-1) < O per dim, then narrow the reduce's tap loops to the valid taps: codegen/narrow_reduce.hpp)
 // rather than as a padded copy (every tap multiplied, the padding's zeros included: conv2d_bw's 24x24 from
@@ -235,7 +238,7 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
 // CONV_DX_NARROW=0 keeps the padded copy.
 bool narrow_input_grad(const Tensor& x, const Tensor& g, const Tensor& w, int groups) {
   if (g.device().rfind("CPU", 0) != 0 || g.dtype() != dtypes::float32 || groups != 1 || !getenv("CONV_DX_NARROW", 1)) return false;
-  constexpr int64_t kLanes = 16, kPanel = 32, kRows = 32, kL2 = 512 * 1024;
+  constexpr int64_t kLanes = 16, kRows = 32, kL2 = 512 * 1024;
   const int64_t bs = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
   int64_t taps = 1, rows = bs, work = bs * cin * cout;
   for (size_t j = 2; j < w.shape().size(); j++) taps *= w.shape()[j];
@@ -255,7 +258,6 @@ bool narrow_input_grad(const Tensor& x, const Tensor& g, const Tensor& w, int gr
 // bs, *o, kPanel): the layout the CPU GEMM packs its B operand into (codegen/pack.cpp), so the weight
 // gradients of a strided conv's phases, which all read the same grad_output, share one copy instead of
 // packing it once each (resnet_s2_bw: 4 x 0.17 ms).
-constexpr int64_t kPanel = 32;
 std::optional<Tensor> panel_copy(const Tensor& g, int groups) {
   const int64_t rcout = g.shape()[1] / groups;
   if (g.device().rfind("CPU", 0) != 0 || rcout % kPanel != 0 || !getenv("CONV_DW_PANEL", 1)) return std::nullopt;
