@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <unordered_set>
 
 #include "codegen/linearizer.hpp"
 #include "renderer/cstyle.hpp"
@@ -68,14 +69,15 @@ class CLib {
 bool have(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
 }  // namespace
 
-// seed 000: the kernel of Tensor([1,2,3]) + 2, exactly as tinygrad 0.9.2's clang renderer prints it
+// seed 000: the kernel of Tensor([1,2,3]) + 2, as tinygrad 0.9.2's clang renderer prints it but for the loop
+// counter, which only indexes memory and so is a long (index_only_uops)
 TEST(ClangRenderer, Seed000Exact) {
   UOp g0 = glob(0, dtypes::int32), g1 = glob(1, dtypes::int32), r = range(3, 0);
   UOp st = store(g0, r, load(dtypes::int32, g1, r).alu(BinaryOps::ADD, ci(2)));
   std::vector<UOp> uops = linearize(sink({st}));
   ClangRenderer ren;
   std::string kernel =
-      "\nvoid E_3(int* restrict data0, const int* restrict data1) {\n  for (int ridx0 = 0; ridx0 < 3; ridx0++) {\n"
+      "\nvoid E_3(int* restrict data0, const int* restrict data1) {\n  for (long ridx0 = 0; ridx0 < 3; ridx0++) {\n"
       "    int val0 = data1[ridx0];\n    data0[ridx0] = (val0+2);\n  }\n}";
   std::string src = ren.render("E_3", uops);
   EXPECT_EQ(src, kernel + entry_noargs("E_3", "E_3((int*)bufs[0], (const int*)bufs[1])"));
@@ -108,7 +110,7 @@ TEST(ClangRenderer, ReduceCompilesAndSums) {
   std::string src = ren.render("r_16", uops);
   EXPECT_EQ(src,
             "\nvoid r_16(float* restrict data0, const float* restrict data1) {\n  float acc0 = 0.0f;\n"
-            "  for (int ridx0 = 0; ridx0 < 16; ridx0++) {\n    float val0 = data1[ridx0];\n    acc0 = (acc0+val0);\n  }\n"
+            "  for (long ridx0 = 0; ridx0 < 16; ridx0++) {\n    float val0 = data1[ridx0];\n    acc0 = (acc0+val0);\n  }\n"
             "  data0[0] = acc0;\n}" +
                 entry_noargs("r_16", "r_16((float*)bufs[0], (const float*)bufs[1])"));
   CLib lib(src);
@@ -128,7 +130,7 @@ TEST(ClangRenderer, ParallelRangeAndVars) {
   std::vector<UOp> uops = linearize(sink({store(g0, r, val)}));
   ClangRenderer ren;
   RenderedProgram p = to_program(ren, "E_10", uops);
-  EXPECT_NE(p.src.find("for (int ridx0 = core_lo; ridx0 < core_hi; ridx0++) {"), std::string::npos) << p.src;
+  EXPECT_NE(p.src.find("for (long ridx0 = core_lo; ridx0 < core_hi; ridx0++) {"), std::string::npos) << p.src;
   EXPECT_NE(p.src.find("const int a, const int n, int core_lo, int core_hi) {"), std::string::npos) << p.src;
   EXPECT_EQ(p.global_size, (std::vector<int64_t>{10, 1, 1}));
   EXPECT_EQ(p.vars, (std::vector<std::string>{"a", "n"}));
@@ -140,6 +142,39 @@ TEST(ClangRenderer, ParallelRangeAndVars) {
   lib.entry("E_10")(bufs, vals, 0, 4);    // two "threads" cover [0, 10)
   lib.entry("E_10")(bufs, vals, 4, 10);
   for (int i = 0; i < 10; i++) EXPECT_EQ(out[i], i * 3 + 7) << i;
+}
+
+// int32 index math that only addresses memory is 64-bit in C (clang then folds it into the loads' addresses, where
+// int32 sign-extends each index); a loop counter or sum that is also a stored value keeps its int type
+TEST(ClangRenderer, IndexOnlyMathIsLong) {
+  UOp g0 = glob(0, dtypes::int32), g1 = glob(1, dtypes::float32), g2 = glob(2, dtypes::float32);
+  UOp r0 = range(4, 0), r1 = range(3, 1), r2 = range(5, 2);
+  UOp idx = r0.alu(BinaryOps::MUL, ci(15)).alu(BinaryOps::ADD, r1.alu(BinaryOps::MUL, ci(5))).alu(BinaryOps::ADD, r2);
+  UOp off = idx.alu(BinaryOps::ADD, ci(1));   // used twice: a named local
+  UOp v = load(dtypes::float32, g1, off).alu(BinaryOps::ADD, load(dtypes::float32, g1, off.alu(BinaryOps::ADD, ci(60))));
+  UOp st_f = store(g2, idx, v);
+  UOp val = r2.alu(BinaryOps::MUL, ci(7));   // a value
+  UOp st_i = store(g0, idx, val.alu(BinaryOps::ADD, val));
+  std::vector<UOp> uops = linearize(sink({st_f, st_i}));
+  std::unordered_set<const UOpNode*> wide = index_only_uops(uops);
+  EXPECT_TRUE(wide.count(r0.get()) && wide.count(r1.get()) && wide.count(idx.get()) && wide.count(off.get()));
+  EXPECT_FALSE(wide.count(r2.get())) << "r2 is also part of a stored value";
+  EXPECT_FALSE(wide.count(val.get()));
+  std::string src = ClangRenderer().render("E_4_3_5", uops);
+  EXPECT_NE(src.find("for (long ridx0 = 0; ridx0 < 4; ridx0++) {"), std::string::npos) << src;
+  EXPECT_NE(src.find("for (int ridx2 = 0; ridx2 < 5; ridx2++) {"), std::string::npos) << src;
+  EXPECT_NE(src.find("int alu"), std::string::npos) << "the stored int value keeps its type\n" << src;
+  EXPECT_EQ(CUDARenderer().render("E_4_3_5", uops).find("long"), std::string::npos) << "CUDA keeps int32 indices";
+  CLib lib(src);
+  float in[121], outf[60];
+  int outi[60];
+  for (int i = 0; i < 121; i++) in[i] = float(i);
+  void* bufs[3] = {outi, in, outf};
+  lib.entry("E_4_3_5")(bufs, nullptr, 0, 0);
+  for (int i = 0; i < 60; i++) {
+    EXPECT_EQ(outf[i], float(2 * i + 62)) << i;
+    EXPECT_EQ(outi[i], 14 * (i % 5)) << i;
+  }
 }
 
 // masks: a gated LOAD is a ternary that never reads the masked element, a gated STORE an if

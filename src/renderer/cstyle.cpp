@@ -108,8 +108,33 @@ std::string CStyleLanguage::render_local(const std::string& name, DType dt, int6
   return smem_align + smem_prefix + render_dtype(dt.base()) + " " + name + "[" + std::to_string(size) + "];";
 }
 
-std::string CStyleLanguage::render_range(const UOp& u, const std::string& var, const std::string& start, const std::string& end) const {
-  return "for (int " + var + " = " + start + "; " + var + " < " + end + "; " + var + "++) {";
+std::string CStyleLanguage::render_range(const UOp& u, const std::string& type, const std::string& var, const std::string& start,
+                                         const std::string& end) const {
+  return "for (" + type + " " + var + " = " + start + "; " + var + " < " + end + "; " + var + "++) {";
+}
+
+std::unordered_set<const UOpNode*> index_only_uops(const std::vector<UOp>& uops) {
+  std::unordered_map<const UOpNode*, std::vector<std::pair<const UOpNode*, size_t>>> uses;
+  for (const UOp& u : uops)
+    for (size_t i = 0; i < u->src.size(); i++) uses[u->src[i].get()].push_back({u.get(), i});
+  std::unordered_set<const UOpNode*> out;
+  auto index_use = [&](const UOpNode* c, size_t i) {
+    if (out.count(c)) return true;
+    switch (c->op) {
+      case Ops::LOAD: case Ops::STORE: case Ops::PREFETCH: return i == 1;
+      case Ops::RANGE: case Ops::ENDRANGE: case Ops::DEFINE_ACC: return true;
+      case Ops::ALU: return c->dtype == dtypes::bool_;   // a compare
+      default: return false;
+    }
+  };
+  // users come after their sources in the linearized list: one backward pass sees every user first
+  for (auto it = uops.rbegin(); it != uops.rend(); ++it) {
+    const UOp& u = *it;
+    if ((u->op != Ops::RANGE && u->op != Ops::ALU) || u->dtype != dtypes::int32) continue;
+    const auto& us = uses[u.get()];
+    if (std::all_of(us.begin(), us.end(), [&](const auto& cu) { return index_use(cu.first, cu.second); })) out.insert(u.get());
+  }
+  return out;
 }
 
 std::vector<CStyleLanguage::KernelParam> CStyleLanguage::kernel_params(const std::vector<UOp>& uops) {
@@ -181,6 +206,8 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
     for (const UOp& s : u->src) child_count[s.get()]++;
   const bool expand_ssa = getenv("EXPAND_SSA") != 0;
   std::vector<KernelParam> params = kernel_params(uops);
+  const std::unordered_set<const UOpNode*> wide = wide_index_type.empty() ? std::unordered_set<const UOpNode*>{} : index_only_uops(uops);
+  auto int_type = [&](const UOp& u) { return wide.count(u.get()) ? wide_index_type : render_dtype(u->dtype); };
 
   for (const UOp& u : uops) {
     const auto& src = u->src;
@@ -196,7 +223,7 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
         break;
       }
       case Ops::PREFETCH: kk("__builtin_prefetch(" + R(src[0]) + "+" + strip_parens(R(src[1])) + ");"); break;
-      case Ops::RANGE: kk(render_range(u, ssa("ridx", &u), R(src[0]), R(src[1]))); depth++; break;
+      case Ops::RANGE: kk(render_range(u, int_type(u), ssa("ridx", &u), R(src[0]), R(src[1]))); depth++; break;
       case Ops::ALU: {
         std::vector<std::string> operands;
         for (const UOp& v : src) {
@@ -215,7 +242,7 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
         // MAX gets a name: the C dialect's ternary MAX would repeat a nested expression
         bool is_max = u->is<BinaryOps>() && u->as<BinaryOps>() == BinaryOps::MAX;
         // a vector compare (C) is a lane mask whose int type follows its operands
-        const std::string type = dt.count > 1 && dt.scalar() == dtypes::bool_ ? "__typeof__(" + val + ")" : render_dtype(dt);
+        const std::string type = dt.count > 1 && dt.scalar() == dtypes::bool_ ? "__typeof__(" + val + ")" : int_type(u);
         if (child_count[u.get()] <= 1 && !is_max && !expand_ssa) r[u.get()] = val;
         else kk(type + " " + ssa("alu", &u) + " = " + val + ";");
         break;
@@ -301,6 +328,7 @@ ClangRenderer::ClangRenderer(const std::string& half_type) {
   infinity = "__builtin_inff()";
   nan = "__builtin_nanf(\"\")";
   buffer_suffix = " restrict";
+  wide_index_type = "long";
   type_map = {{ScalarKind::bool_, "_Bool"}, {ScalarKind::float16, half_type}};
   // builtins need no headers; float64 uses the double versions, half computes in float
   auto builtin = [](const char* f) {
@@ -355,10 +383,11 @@ std::string ClangRenderer::render_cast(const std::string& x, DType dt, bool bitc
   return "(((union { __typeof__(" + x + ") f; " + render_dtype(dt) + " t; }){" + x + "}).t)";
 }
 
-std::string ClangRenderer::render_range(const UOp& u, const std::string& var, const std::string& start, const std::string& end) const {
-  if (!is_parallel_range(u)) return CStyleLanguage::render_range(u, var, start, end);
+std::string ClangRenderer::render_range(const UOp& u, const std::string& type, const std::string& var, const std::string& start,
+                                        const std::string& end) const {
+  if (!is_parallel_range(u)) return CStyleLanguage::render_range(u, type, var, start, end);
   TG_ASSERT(u->src[0]->op == Ops::CONST && const_to_int(u->src[0].const_value()) == 0, "a parallel RANGE must start at 0: " + u.str());
-  return CStyleLanguage::render_range(u, var, "core_lo", "core_hi");
+  return CStyleLanguage::render_range(u, type, var, "core_lo", "core_hi");
 }
 
 std::string ClangRenderer::render_kernel(const std::string& function_name, const std::vector<std::string>& kernel,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <unordered_set>
 
 #include "renderer/renderer.hpp"
 
@@ -26,6 +27,9 @@ class CStyleLanguage : public Renderer {
   std::map<ScalarKind, std::string> type_map;
   std::string infinity = "INFINITY", nan = "NAN";
   std::map<AluOp, OpFn> code_for_op;
+  // the C type of int32 loop counters and index math that only addresses memory ("" keeps int): the CPU's
+  // "long" lets clang fold a load's index into its address (int32 sign-extends every load's index)
+  std::string wide_index_type;
 
   CStyleLanguage();
   bool supports(AluOp op) const override { return code_for_op.count(op) != 0; }
@@ -40,7 +44,8 @@ class CStyleLanguage : public Renderer {
                                    const std::string& idx, bool local) const;
   virtual std::string render_local(const std::string& name, DType dt, int64_t size) const;
   // the opening line of a loop (the CPU dialect bounds a parallel RANGE by the thread's slice)
-  virtual std::string render_range(const UOp& u, const std::string& var, const std::string& start, const std::string& end) const;
+  virtual std::string render_range(const UOp& u, const std::string& type, const std::string& var, const std::string& start,
+                                   const std::string& end) const;
   virtual std::string get_kernel_modifier(const std::vector<UOp>& uops) const { return ""; }
   // parameters after the buffers and variables (extra_args by default)
   virtual std::vector<std::string> kernel_extra_args(const std::vector<UOp>& uops) const { return extra_args; }
@@ -52,6 +57,11 @@ class CStyleLanguage : public Renderer {
   static std::vector<KernelParam> kernel_params(const std::vector<UOp>& uops);
 };
 
+// The scalar int32 RANGEs and ALUs whose every use is a memory index: another such value, a LOAD's, STORE's or
+// PREFETCH's index, a RANGE's bounds, a compare, or a RANGE's bookkeeping (ENDRANGE, DEFINE_ACC). Computing
+// them wider changes no value that int32 computes without overflow.
+std::unordered_set<const UOpNode*> index_only_uops(const std::vector<UOp>& uops);
+
 // The signed int vector that C's compares of vectors of dt return (and its vector selects use).
 DType vector_mask_dtype(DType dt);
 
@@ -62,7 +72,8 @@ class ClangRenderer : public CStyleLanguage {
   explicit ClangRenderer(const std::string& half_type = "__fp16");
   // the kernel followed by its entry point NAME_call(void** bufs, const int* vals, int core_lo, int core_hi)
   std::string render(const std::string& name, const std::vector<UOp>& uops) const override;
-  std::string render_range(const UOp& u, const std::string& var, const std::string& start, const std::string& end) const override;
+  std::string render_range(const UOp& u, const std::string& type, const std::string& var, const std::string& start,
+                           const std::string& end) const override;
   std::vector<std::string> kernel_extra_args(const std::vector<UOp>& uops) const override;
   std::string render_cast(const std::string& x, DType dt, bool bitcast = false) const override;
   std::string render_load(DType out, const std::string& buf, DType buf_dtype, const std::string& idx, bool local) const override;
