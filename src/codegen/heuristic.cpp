@@ -561,6 +561,30 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
   }
 }
 
+// Tile rows along an output axis where every input read as scalars (broadcast to the tile's vectors) is
+// contiguous and unmasked: a conv's output columns, where the rows' broadcasts read neighbouring floats (one
+// or two lines per reduce step) instead of one line from each of 8 images 74 KB apart, and where 10 rows
+// (20-wide outputs) x 2 vectors make 20 accumulators. beautiful_mnist's conv2 forward, (512,32,24,24) x
+// (32,32,5,5), one core: 0.70 of the FMA peak tiled by images, 0.80-0.85 by 10 columns (0.96 cache-resident).
+// Needs 10, 8 or 12 rows dividing the axis; else, or where no such axis is contiguous (a matmul's rows are
+// strided in A), the largest reuse axis keeps the tile.
+std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
+                                                                const std::vector<std::tuple<int64_t, int64_t>>& choices) {
+  if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
+  for (const auto& [neg_size, axis] : choices) {
+    const int64_t rows = largest_divisor(-neg_size, {10, 8, 12});
+    if (rows == 1 || k.symbolic_axis(axis)) continue;
+    bool ok = true, any = false;
+    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
+      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
+      any = true;
+    }
+    if (ok && any) return std::make_pair(axis, rows);
+  }
+  return std::nullopt;
+}
+
 void cpu_optimizations(Kernel& k) {
   upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
@@ -595,6 +619,12 @@ void cpu_optimizations(Kernel& k) {
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
       if (reuses(axis) && tile_rows(axis) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
   std::sort(choices.begin(), choices.end());
+  int64_t rows = choices.empty() ? 1 : tile_rows(std::get<1>(choices[0]));
+  if (auto c = contiguous_tile_rows(k, vector_inputs, choices)) {
+    if (debug() >= 4) std::cout << "cpu contiguous tile rows : axis " << c->first << " by " << c->second << "\n";
+    choices.insert(choices.begin(), {-k.full_shape()[c->first], c->first});
+    rows = c->second;
+  }
   const int64_t fr_before = k.first_reduce();
   bool one_vector = false;   // the vector axis is exactly one vector: no second vector per tile row
   if (vaxis) {
@@ -628,7 +658,7 @@ void cpu_optimizations(Kernel& k) {
       k.apply_opt({OptOps::UPCAST, axis, 4});
       k.apply_opt({OptOps::UPCAST, second - (second > axis && k.first_reduce() < len ? 1 : 0), 0});   // (axis may drop out)
     } else {
-      k.apply_opt({OptOps::UPCAST, axis, tile_rows(axis)});
+      k.apply_opt({OptOps::UPCAST, axis, rows});
     }
   }
   if (vaxis && !choices.empty() && one_vector) second_vector_row(k, vector_inputs);

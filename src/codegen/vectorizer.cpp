@@ -235,6 +235,23 @@ class Vectorizer {
 
 }  // namespace
 
+// Stores in equal contiguous runs shorter than a vector, max_lanes or more runs a constant stride apart (a conv
+// tile of 10 output columns x 32 output channels 400 apart): the stride between the runs, so each vector runs
+// across them (16 channels, the tile's vector accumulators over packed weights) where the runs would give
+// vectors of 8 + 2 columns (and accumulators along the columns, a broadcast weight per FMA). 0 otherwise.
+int64_t runs_stride(const std::map<int64_t, UOp>& by_off, int64_t max_lanes) {
+  std::vector<std::pair<int64_t, int64_t>> runs;   // (start, length)
+  for (const auto& [off, _] : by_off) {
+    if (!runs.empty() && off == runs.back().first + runs.back().second) runs.back().second++;
+    else runs.push_back({off, 1});
+  }
+  if (static_cast<int64_t>(runs.size()) < max_lanes || runs[0].second < 2 || runs[0].second >= max_lanes) return 0;
+  const int64_t d = runs[1].first - runs[0].first;
+  for (size_t i = 1; i < runs.size(); i++)
+    if (runs[i].second != runs[0].second || runs[i].first - runs[i - 1].first != d) return 0;
+  return d;
+}
+
 UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
   TG_ASSERT(sink_in->op == Ops::SINK, "vectorize_stores needs a SINK");
   Vectorizer v;
@@ -282,20 +299,25 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
       }
       run.clear();
     };
-    int64_t prev = 0;
-    for (auto& [off, st] : by_off) {
-      if (!run.empty() && off != prev + 1) flush();
-      run.push_back(st), prev = off;
+    const int64_t max_lanes = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, by_off.begin()->second->src[2]->dtype.itemsize()));
+    int64_t stride = runs_stride(by_off, max_lanes);
+    if (stride > 0) {
+      left = by_off;
+    } else {
+      int64_t prev = 0;
+      for (auto& [off, st] : by_off) {
+        if (!run.empty() && off != prev + 1) flush();
+        run.push_back(st), prev = off;
+      }
+      flush();
     }
-    flush();
     // Lanes stored a constant stride apart (a conv's output channels, vectorized over packed weights):
     // the value is still one vector (its accumulator a vector register); each lane is stored alone.
-    int64_t stride = 0;
-    for (auto it = left.begin(); it != left.end() && std::next(it) != left.end(); ++it) {
+    const bool across_runs = stride > 0;
+    for (auto it = left.begin(); !across_runs && it != left.end() && std::next(it) != left.end(); ++it) {
       const int64_t d = std::next(it)->first - it->first;
       if (stride == 0 || d < stride) stride = d;
     }
-    const int64_t max_lanes = left.empty() ? 1 : std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, left.begin()->second->src[2]->dtype.itemsize()));
     while (!left.empty()) {
       std::vector<UOp> lanes_st;
       for (int64_t off = left.begin()->first; stride > 1 && static_cast<int64_t>(lanes_st.size()) < max_lanes && left.count(off); off += stride)
