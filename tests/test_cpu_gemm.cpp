@@ -169,6 +169,32 @@ TEST(CpuGemmPack, ConvWeightsPackedOverOutputChannels) {
   EXPECT_EQ(got, x.conv2d(w).tolist<float>());
 }
 
+// A conv whose output rows are 20 or 10 wide (unpadded: x's columns are contiguous and unmasked along the output's)
+// tiles 10 output columns x 2 vectors of output channels: 20 float16 accumulators (the vectorizer keeps the
+// vectors along the channels, not 8 + 2 lanes along the columns), every broadcast of a reduce step from one row of
+// one image. A padded conv (x's columns masked) keeps the images as the rows: 8 x 2.
+TEST(CpuGemmPack, ConvTileRowsAlongOutputColumns) {
+  struct Case { Shape x, w; int64_t pad; int accs; };
+  for (const Case& c : {Case{{32, 8, 24, 24}, {32, 8, 5, 5}, 0, 20}, Case{{32, 16, 12, 12}, {32, 16, 3, 3}, 0, 20},
+                        Case{{32, 8, 12, 12}, {32, 8, 3, 3}, 1, 16}}) {
+    SCOPED_TRACE("x " + std::to_string(c.x[3]) + " wide, kernel " + std::to_string(c.w[3]) + ", pad " + std::to_string(c.pad));
+    const Tensor x = ints(c.x, 1), w = ints(c.w, 2);
+    const Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {c.pad});
+    auto plan = cpu_gemm_pack(last_ast(out), cpu());
+    ASSERT_TRUE(plan);
+    Kernel k(plan->gemm_ast, cpu());
+    k.hand_coded_optimizations();
+    int accs = 0, lanes16 = 0;
+    for (const UOp& u : k.linearize())
+      if (u->op == Ops::DEFINE_ACC) accs++, lanes16 += u->dtype.count == 16;
+    EXPECT_EQ(accs, c.accs) << k.to_program().src;
+    EXPECT_EQ(lanes16, c.accs) << "vector accumulators along the output channels";
+    const auto got = x.conv2d(w, std::nullopt, 1, {1}, {1}, {c.pad}).tolist<float>();
+    Context ctx({{"NOOPT", 1}});
+    EXPECT_EQ(got, x.conv2d(w, std::nullopt, 1, {1}, {1}, {c.pad}).tolist<float>());
+  }
+}
+
 TEST(CpuGemmPack, TinyJitReplaysThePackedKernels) {
   // calls 3+ replay the pack and the GEMM on new inputs (the runner keeps its scratch)
   TinyJit jit([](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].matmul(in[1])}; });

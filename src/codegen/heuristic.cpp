@@ -569,9 +569,9 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
 // Needs 10, 8 or 12 rows dividing the axis; else, or where no such axis is contiguous (a matmul's rows are
 // strided in A), the largest reuse axis keeps the tile.
 std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
-                                                                const std::vector<std::tuple<int64_t, int64_t>>& choices) {
+                                                                const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
-  for (const auto& [neg_size, axis] : choices) {
+  for (const auto& [neg_size, axis] : reuse_axes) {
     const int64_t rows = largest_divisor(-neg_size, {10, 8, 12});
     if (rows == 1 || k.symbolic_axis(axis)) continue;
     bool ok = true, any = false;
@@ -615,12 +615,16 @@ void cpu_optimizations(Kernel& k) {
     return k.symbolic_axis(axis) ? (k.full_shape()[axis] >= 8 ? 4 : 1) : largest_divisor(k.full_shape()[axis], {8, 4, 3});
   };
   // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
+  std::vector<std::tuple<int64_t, int64_t>> reuse_axes;
   if (k.reduceop() && !k.row_kernel())
     for (int64_t axis = 0; axis < k.first_reduce(); axis++)
-      if (reuses(axis) && tile_rows(axis) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
+      if (reuses(axis)) {
+        reuse_axes.emplace_back(-k.full_shape()[axis], axis);
+        if (tile_rows(axis) > 1) choices.emplace_back(-k.full_shape()[axis], axis);
+      }
   std::sort(choices.begin(), choices.end());
   int64_t rows = choices.empty() ? 1 : tile_rows(std::get<1>(choices[0]));
-  if (auto c = contiguous_tile_rows(k, vector_inputs, choices)) {
+  if (auto c = contiguous_tile_rows(k, vector_inputs, reuse_axes)) {
     if (debug() >= 4) std::cout << "cpu contiguous tile rows : axis " << c->first << " by " << c->second << "\n";
     choices.insert(choices.begin(), {-k.full_shape()[c->first], c->first});
     rows = c->second;
