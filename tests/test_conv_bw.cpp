@@ -76,6 +76,10 @@ const std::vector<Conv> kCases = {
     {"cin1_3x3_padded", {2, 1, 14, 14}, {12, 1, 3, 3}, 1, {1}, {1}, {1}},
     {"cin1_5x5_odd_width", {2, 1, 20, 21}, {8, 1, 5, 5}},   // 17 output columns: no vector accumulators
     {"cin2_6x6", {2, 2, 21, 21}, {8, 2, 6, 6}},
+    // the input gradient over grad_output's columns padded in its copy, its rows a view (tensor/conv.cpp
+    // padded_columns), and the forward tiled along 10 output columns (20 wide)
+    {"dx_columns_24", {32, 16, 8, 24}, {16, 16, 5, 5}},
+    {"dx_columns_padded", {32, 16, 8, 10}, {16, 16, 3, 3}, 1, {1}, {1}, {1}, true},
 };
 
 }  // namespace
@@ -252,6 +256,39 @@ TEST(ConvBackward, StridedInputGradientPhasesTileWholeRows) {
   EXPECT_EQ(phases, 4);
 }
 
+// A stride-1 input gradient 24 columns wide (beautiful_mnist's conv2 at 20x20 -> 24x24): grad_output's columns are
+// padded in its copy, so the register tile runs along 8 of dx's columns (grad_output read at stride 1 along the
+// tile's rows: one row of one image per reduce step) x 2 vectors of input channels, where the column gates kept
+// 8 images as the rows; the row taps are still narrowed (a gated load's loop bounds, no gate left).
+TEST(ConvBackward, InputGradientTilesColumns) {
+  for (int columns : {1, 0}) {
+    Context ctx({{"CONV_DX_COLUMNS", columns}});
+    const Opts o{dtypes::float32, "CPU", false};
+    Tensor x = Tensor::empty({32, 32, 12, 24}, o), w = Tensor::empty({32, 32, 5, 5}, o);
+    x.requires_grad_();
+    Tensor out = x.conv2d(w);
+    (out * Tensor::empty(out.shape(), o)).sum().backward();
+    ClangRenderer ren;
+    int gemms = 0;
+    for (const ScheduleItem& si : x.grad()->schedule()) {
+      const auto plan = si.kind == MetaOps::KERNEL ? cpu_gemm_pack(Access::uop(si.ast), ren) : std::nullopt;
+      if (!plan) continue;
+      gemms++;
+      Kernel k(plan->gemm_ast, ren);
+      k.hand_coded_optimizations();
+      bool column_rows = false;   // an upcast axis of 8 along which an input is read at stride 1
+      for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
+        for (size_t i = 1; i < k.bufs.size(); i++)
+          column_rows = column_rows || (k.full_shape()[a] == 8 && k.sts[i].real_strides()[a] == 1);
+      int accs = 0;
+      for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC && u->dtype.count == 16;
+      EXPECT_EQ(column_rows, columns == 1) << k.name();
+      EXPECT_EQ(accs, 16) << k.name();
+    }
+    EXPECT_EQ(gemms, 1);
+  }
+}
+
 // A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds
 // of its schedule are about the forward's (here 81/64 of them: 9x9 positions per phase against 8x8
 // outputs), where the conv over the dilated grad_output did 17x17 positions of every tap (4.5x).
@@ -377,6 +414,9 @@ int64_t schedule_macs(const Tensor& t) {
 // that meet grad_output, not the taps over its padding (tensor/conv.cpp reads the padding as a view,
 // codegen/narrow_reduce.cpp narrows the tap loops). beautiful_mnist's conv2 shape (5x5 taps, 24x24 inputs
 // from 20x20 outputs) did 1.44x the useful ones; here 10x10 from 6x6: 2.8x. CONV_DX_NARROW=0 keeps that.
+// Where dx's rows are a multiple of 8 or 10 wide, grad_output's columns are padded in its copy (the CPU tile runs
+// along dx's columns: tensor/conv.cpp padded_columns), so only the rows' taps are narrowed; CONV_DX_COLUMNS=0
+// narrows both.
 TEST(ConvBackward, InputGradientSkipsThePaddingsTaps) {
   // (narrowed: where the GEMM path still packs the weights; 8 input channels, 8 images or rows of whole
   // vectors keep the padded copy, whose tiles the masks would make worse)
@@ -386,8 +426,8 @@ TEST(ConvBackward, InputGradientSkipsThePaddingsTaps) {
                          Case{{32, 8, 12, 12}, {16, 8, 3, 3}, {1}, false}, Case{{8, 32, 12, 12}, {32, 32, 5, 5}, {0}, false},
                          Case{{32, 32, 16, 16}, {32, 32, 3, 3}, {1}, false}}) {
     SCOPED_TRACE(to_str(c.x) + " pad " + to_str(c.pad));
-    auto macs = [&](bool narrow) {
-      Context ctx({{"CONV_DX_NARROW", narrow ? 1 : 0}});
+    auto macs = [&](bool narrow, bool columns = true) {
+      Context ctx({{"CONV_DX_NARROW", narrow ? 1 : 0}, {"CONV_DX_COLUMNS", columns ? 1 : 0}});
       const Opts o{dtypes::float32, "CPU", false};
       Tensor x = Tensor::empty(c.x, o), w = Tensor::empty(c.w, o);
       x.requires_grad_();
@@ -397,16 +437,19 @@ TEST(ConvBackward, InputGradientSkipsThePaddingsTaps) {
     };
     const auto [narrowed, oshape] = macs(true);
     // per spatial dim: the (input position, tap) pairs whose grad_output position lies in it
-    int64_t useful = c.x[0] * c.x[1] * c.w[0];
+    int64_t useful = c.x[0] * c.x[1] * c.w[0], rows_only = useful;
     for (size_t j = 0; j < 2; j++) {
       const int64_t pl = c.pad.size() == 1 ? c.pad[0] : c.pad[2 * (1 - j)], k = c.w[2 + j], O = oshape[2 + j];
       int64_t pairs = 0;
       for (int64_t y = 0; y < c.x[2 + j]; y++)
         for (int64_t t = 0; t < k; t++) pairs += y + pl - t >= 0 && y + pl - t < O;
       useful *= pairs;
+      rows_only *= j == 0 ? pairs : c.x[2 + j] * k;
     }
+    const bool columns = c.narrowed && (c.x[3] % 8 == 0 || c.x[3] % 10 == 0);
     const int64_t padded = c.x[0] * c.x[1] * c.w[0] * prod(c.x) / (c.x[0] * c.x[1]) * c.w[2] * c.w[3];
-    EXPECT_EQ(narrowed, c.narrowed ? useful : padded);
+    EXPECT_EQ(narrowed, columns ? rows_only : c.narrowed ? useful : padded);
+    if (columns) EXPECT_EQ(macs(true, false).first, useful) << "CONV_DX_COLUMNS=0: the columns' taps narrowed too";
     EXPECT_EQ(macs(false).first, padded) << "every tap at every position";
   }
 }
