@@ -1,13 +1,15 @@
 // batchnorm (training statistics) then max_pool2d, forward and backward, as beautiful_mnist runs them
 // (relu before the batchnorm makes ties in the pool windows): values against a reference computed here
 // in double, with and without the Kernel's opts, and the shape of the schedule (the pooled gradient is
-// computed once, not in every consumer).
+// computed once, not in every consumer; the batchnorm backward reduces its input-sized data twice).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "access.hpp"
+#include "mnist_model.hpp"
+#include "runtime/buffer.hpp"
 #include "tg/tg.hpp"
 #include "uop/uop.hpp"
 
@@ -138,4 +140,26 @@ TEST(BnPool, PooledGradientIsComputedOnce) {
     compares += cmp;
   }
   EXPECT_EQ(compares, 2);
+}
+
+// beautiful_mnist's bn1 backward reduces its 512x32x20x20 input-sized data in two kernels, sum(dy * x)
+// and sum(dy) per channel (batchnorm as x * scale + shift); the op-by-op form took four (the gradients
+// of mean and invstd each reduced dy against x again). Scheduled only, not run.
+TEST(BnPool, BatchnormBackwardReducesTheInputTwice) {
+  MnistModel model;
+  for (Tensor p : nn::state::get_parameters(model))
+    if (p.requires_grad_opt() != false) p.requires_grad_();
+  Tensor x = Tensor::empty({512, 1, 28, 28}), y = Tensor::empty({512}, Opts{dtypes::int32, "CPU", false});
+  Tensor::Train train;
+  model(x).sparse_categorical_crossentropy(y).backward();
+  Tensor g1 = *model.c1.weight.grad(), gw = *model.bn1.weight->grad(), gb = *model.bn1.bias->grad();
+  int reduces = 0;
+  for (const ScheduleItem& si : g1.schedule({gw, gb})) {
+    if (si.kind != MetaOps::KERNEL || std::find(si.metadata.begin(), si.metadata.end(), "batchnorm bw") == si.metadata.end()) continue;
+    bool reduce = false, input_sized = false;
+    for (const UOp& u : Access::uop(si.ast).toposort()) reduce = reduce || u->op == Ops::REDUCE_AXIS;
+    for (auto& b : si.bufs) input_sized = input_sized || b->size == 512 * 32 * 20 * 20;
+    reduces += reduce && input_sized;
+  }
+  EXPECT_EQ(reduces, 2);
 }
