@@ -361,3 +361,43 @@ TEST(Schedule, InternalAssertionsInFusedGroupsSurface) {
   schedule_lower_hook = [](bool arange, bool) { if (arange) throw Error("views don't fit the reduces"); };
   EXPECT_EQ(kernels({one_hot()}), plain + 1);
 }
+
+// A load through a reshape of a broadcast (a pooled value at every element of its 2x2 window, as
+// max_pool2d's backward reads the max) can't be one view of the (n, c, h, w) shape: the kernel's dims are
+// split at the windows ((4, 6) -> (2, 2, 3, 2)), every load is one view with plain strides, the reduce
+// axes follow the split. Without the split (REFINE_VIEWS=0) the load keeps its two views.
+TEST(Schedule, RefinedViewsMakeWindowLoadsOneView) {
+  auto graph = [] {
+    auto x = input({2, 3, 4, 6}), p = input({2, 3, 2, 3});
+    auto up = p->reshape({2, 3, 2, 1, 3, 1})->expand({2, 3, 2, 2, 3, 2})->reshape({2, 3, 4, 6});
+    return mul(x, up)->r(ReduceOps::SUM, {0, 2, 3});
+  };
+  auto kernel_ast = [](const LazyBufferPtr& out) {
+    auto s = create_schedule({out});
+    EXPECT_EQ(count_kernels(s), 1u);
+    return Access::uop(s.back().ast);
+  };
+  auto max_views = [](const UOp& ast) {
+    size_t n = 0;
+    for (auto& u : ast.toposort())
+      if (u->op == Ops::SHAPETRACKER) n = std::max(n, st_of(u).views.size());
+    return n;
+  };
+  UOp refined = kernel_ast(graph());
+  EXPECT_EQ(max_views(refined), 1u);
+  for (auto& u : refined.toposort()) {
+    if (u->op == Ops::SHAPETRACKER) EXPECT_EQ(st_of(u).shape().size(), 6u) << st_of(u).str();
+    if (u->op == Ops::REDUCE_AXIS) EXPECT_EQ(u->as<ReduceArg>().axes, (std::vector<int64_t>{0, 2, 3, 4, 5}));
+  }
+  Context ctx({{"REFINE_VIEWS", 0}});
+  EXPECT_EQ(max_views(kernel_ast(graph())), 2u);
+}
+
+// A kernel whose loads are one view already is left as it is (no dims split)
+TEST(Schedule, RefinedViewsLeaveSingleViewKernels) {
+  auto x = input({2, 3, 4, 6}), y = input({2, 3, 6, 4});
+  auto s = create_schedule({mul(x, y->permute({0, 1, 3, 2}))->r(ReduceOps::SUM, {0, 2, 3})});
+  ASSERT_EQ(count_kernels(s), 1u);
+  for (auto& u : Access::uop(s.back().ast).toposort())
+    if (u->op == Ops::SHAPETRACKER) EXPECT_EQ(st_of(u).shape().size(), 4u) << st_of(u).str();
+}

@@ -274,6 +274,23 @@ int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
   return 1;
 }
 
+// An elementwise kernel whose vector axis is shorter than a vector (a 2x2 window's kx, after
+// refine_views split the rows at the windows: (.., w/2, 2)): the axis outside it is upcast whole too
+// where every buffer continues contiguously across it (x and the output: stride 2 there, 1 inside) or
+// is broadcast inside it (the pooled values: one per window), so a row's lanes come out as vectors.
+bool widens_short_vector_axis(const Kernel& k, int64_t vaxis, int64_t lanes) {
+  const int64_t size = k.full_shape()[vaxis];
+  if (vaxis == 0 || size >= lanes) return false;
+  const int64_t outer = vaxis - 1, n = k.full_shape()[outer];
+  if (n * size > 2 * lanes || n < 2) return false;
+  for (size_t i = 0; i < k.bufs.size(); i++) {
+    auto in = stride_of(k, i, vaxis), out = stride_of(k, i, outer);
+    if (!in || !out || k.axis_is_masked(i, outer)) return false;
+    if (*in != 0 && *out != *in * size) return false;
+  }
+  return true;
+}
+
 // ---- GPU reductions: cooperative (a block of threads per output, or per few outputs)
 
 // A kernel's one reduce on a GPU, by shape. The main input (the reduce's full-shape buffer) read
@@ -631,6 +648,7 @@ void cpu_optimizations(Kernel& k) {
   }
   const int64_t fr_before = k.first_reduce();
   bool one_vector = false;   // the vector axis is exactly one vector: no second vector per tile row
+  const bool widen = vaxis && k.first_reduce() == k.shape_len() && widens_short_vector_axis(k, *vaxis, lanes);
   if (vaxis) {
     // a short axis is upcast whole (20 = 4 x 5: a vector of 16 and one of 4 per row)
     const int64_t size = k.full_shape()[*vaxis], amt = largest_divisor(size, {lanes, lanes / 2, 4, 2});
@@ -643,6 +661,7 @@ void cpu_optimizations(Kernel& k) {
       // AVX-512 registers, and each broadcast feeds two FMAs (measured 1.5-2x over one vector per row)
       else if (!choices.empty() && amt == lanes && rest % 2 == 0) k.apply_opt({OptOps::UPCAST, *vaxis, 2});
       else one_vector = amt == lanes && rest == 1;
+      if (widen && rest == 1) k.apply_opt({OptOps::UPCAST, *vaxis - 1, 0});   // (the axis outside it keeps its index)
     }
   }
   if (!choices.empty()) {

@@ -14,6 +14,7 @@
 #include "engine/graph.hpp"
 #include "engine/profile.hpp"
 #include "engine/realize.hpp"
+#include "engine/refine_views.hpp"
 #include "lazy/metadata.hpp"
 #include "runtime/buffer.hpp"
 #include "shape/shape_helpers.hpp"
@@ -310,7 +311,7 @@ class GroupLowerer {
     }
     try {
       if (schedule_lower_hook) schedule_lower_hook(reads_fused_arange_, row_.has_value());
-      si.ast = lower_kernel();
+      si.ast = refine_views(lower_kernel());
     } catch (const Error& e) {   // a view that doesn't fit the reduces; internal assertions are not caught
       if (reads_fused_arange_) throw UnfusableArange(e.what());
       throw;

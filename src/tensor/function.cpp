@@ -141,8 +141,10 @@ LazyBufferPtr Max::forward(const LBs& x, const std::vector<int64_t>& axis) {
 // the gradient is split evenly between the positions that hold the max
 LBs Max::backward(const LazyBufferPtr& g) {
   const std::vector<sint> shp = x_->sym_shape();
-  auto not_max = x_->e(B::CMPNE, expand_to(ret, shp))->cast(dtypes::float32);
-  auto max_is_1s = cst(x_, 1.0)->cast(dtypes::float32)->e(B::ADD, not_max->e(U::NEG));
+  // 1 where x holds the max, else 0, as a select: the same values as tinygrad's 1 - (x != max).cast(float),
+  // but a vector compare and blend on the CPU, where a bool vector's cast to float went lane by lane
+  auto f32 = [&](double v) { return cst(x_, v)->cast(dtypes::float32); };
+  auto max_is_1s = x_->e(B::CMPNE, expand_to(ret, shp))->e(TernaryOps::WHERE, f32(0.0), f32(1.0));
   auto div = expand_to(max_is_1s->r(ReduceOps::SUM, axis_), shp);
   return {max_is_1s->e(B::MUL, div->e(U::RECIP))->cast(g->dtype)->e(B::MUL, expand_to(g, shp))};
 }

@@ -151,7 +151,12 @@ Tensor Tensor::max_pool2d(Shape kernel_size, Shape stride, Shape dilation, Shape
   Shape pad = detail::padding2d(padding, k.size(), "max_pool2d");
   std::vector<int> axis;
   for (int j = -static_cast<int>(k.size()); j < 0; j++) axis.push_back(j);
-  return detail::pool(pad2d(pad, -INFINITY), k, stride.empty() ? k : stride, dilation, "max_pool2d").max(axis);
+  // The input gradient (1 where a window's max is, over the window's tie count, times the pooled
+  // gradient) is realized once in the input's layout. Left lazy, every kernel that reads it recomputes
+  // the compare against the broadcast max through div/mod views: a batchnorm before the pool read it in
+  // 3-5 kernels (its per-channel sums and its input gradient), each at 2-4 GB/s.
+  Tensor x = pad2d(pad, -INFINITY).contiguous_backward();
+  return detail::pool(x, k, stride.empty() ? k : stride, dilation, "max_pool2d").max(axis);
 }
 
 Tensor Tensor::conv2d(const Tensor& weight, std::optional<Tensor> bias, int groups, Shape stride, Shape dilation, Shape padding,

@@ -316,6 +316,21 @@ std::vector<Case> norm_cases() {
                     },
                     TH(torch::batch_norm(x[0], x[1], x[2], {}, {}, true, 0.1, 1e-5, false)))
                    .tol(1e-5).gtol(1e-4));
+  // training batchnorm then max_pool2d (beautiful_mnist's block; the pool's input gradient is realized once):
+  // even and odd H, W (the last row and column dropped), gradients of input, weight and bias
+  auto bn_pool = [&](const std::string& n, std::vector<int64_t> xs) {
+    const int64_t c = xs[1];
+    cs.push_back(pair("batchnorm_max_pool2d/" + n, {F(xs), F({c}, 0.5, 2), F({c})},
+                      [](const std::vector<tg::Tensor>& x) {
+                        tg::Tensor mean = x[0].mean({0, 2, 3}), invstd = (x[0].var({0, 2, 3}, false, 0) + 1e-5).rsqrt();
+                        return x[0].batchnorm(x[1], x[2], mean, invstd).max_pool2d();
+                      },
+                      TH(torch::max_pool2d(torch::batch_norm(x[0], x[1], x[2], {}, {}, true, 0.1, 1e-5, false), {2, 2})))
+                     .tol(1e-5).gtol(1e-4));
+  };
+  bn_pool("even", {4, 3, 6, 8});
+  bn_pool("odd", {3, 5, 7, 9});
+  bn_pool("one_window", {5, 2, 2, 3});
   cs.push_back(pair("dropout/not_training", {F({4, 5})}, TG(x[0].dropout(0.5)), TH(torch::dropout(x[0], 0.5, false))));
   cs.push_back(pair("dropout/p0_training", {F({4, 5})},
                     [](const std::vector<tg::Tensor>& x) {
