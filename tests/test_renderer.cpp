@@ -142,6 +142,26 @@ TEST(ClangRenderer, ParallelRangeAndVars) {
   for (int i = 0; i < 10; i++) EXPECT_EQ(out[i], i * 3 + 7) << i;
 }
 
+// A named int32 value that a load's or store's index is computed from is a long local on the CPU (clang then folds
+// each load's constant offset into its address instead of sign-extending alu+c per load); int32 data stays int.
+TEST(ClangRenderer, IndexMathIsLong) {
+  UOp g0 = glob(0, dtypes::int32), g1 = glob(1, dtypes::int32), r = range(4, 0);
+  UOp idx = r.alu(BinaryOps::MUL, ci(3));   // used by two loads: named
+  UOp v = load(dtypes::int32, g1, idx).alu(BinaryOps::ADD, load(dtypes::int32, g1, idx.alu(BinaryOps::ADD, ci(1))));
+  UOp sq = v.alu(BinaryOps::MUL, v);   // int32 data used twice: named, stays int
+  std::vector<UOp> uops = linearize(sink({store(g0, r, sq.alu(BinaryOps::ADD, sq))}));
+  std::string src = ClangRenderer().render("E_4", uops);
+  EXPECT_NE(src.find("    long alu0 = (ridx0*3);\n"), std::string::npos) << src;
+  EXPECT_NE(src.find("    int alu1 = ("), std::string::npos) << src;
+  EXPECT_EQ(src.find("long alu1"), std::string::npos) << src;
+  CLib lib(src);
+  int in[12], out[4];
+  for (int i = 0; i < 12; i++) in[i] = i;
+  void* bufs[2] = {out, in};
+  lib.entry("E_4")(bufs, nullptr, 0, 0);
+  for (int i = 0; i < 4; i++) EXPECT_EQ(out[i], 2 * (6 * i + 1) * (6 * i + 1)) << i;
+}
+
 // masks: a gated LOAD is a ternary that never reads the masked element, a gated STORE an if
 TEST(ClangRenderer, GatedLoadAndStore) {
   UOp g0 = glob(0, dtypes::float32), g1 = glob(1, dtypes::float32), r = range(8, 0);

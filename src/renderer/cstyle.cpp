@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tg/helpers.hpp"
 
@@ -158,6 +159,24 @@ std::string CStyleLanguage::render_kernel(const std::string& function_name, cons
   return prefix ? join(*prefix, "\n") + "\n" + prg : prg;
 }
 
+namespace {
+// The scalar int32 ALUs that memory indexes (a LOAD's, STORE's or PREFETCH's src[1]) are computed from, through
+// int32 ALUs only
+std::unordered_set<const UOpNode*> index_alus(const std::vector<UOp>& uops) {
+  std::unordered_set<const UOpNode*> ret;
+  std::vector<UOp> todo;
+  for (const UOp& u : uops)
+    if ((u->op == Ops::LOAD || u->op == Ops::STORE || u->op == Ops::PREFETCH) && u->src.size() > 1) todo.push_back(u->src[1]);
+  while (!todo.empty()) {
+    UOp u = todo.back();
+    todo.pop_back();
+    if (u->op != Ops::ALU || u->dtype != dtypes::int32 || !ret.insert(u.get()).second) continue;
+    for (const UOp& s : u->src) todo.push_back(s);
+  }
+  return ret;
+}
+}  // namespace
+
 // One pass over the linearized list. Values used once are inlined as expressions; loads,
 // accumulators and multi-use values become named locals.
 std::string CStyleLanguage::render(const std::string& name, const std::vector<UOp>& uops) const {
@@ -181,6 +200,7 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
     for (const UOp& s : u->src) child_count[s.get()]++;
   const bool expand_ssa = getenv("EXPAND_SSA") != 0;
   std::vector<KernelParam> params = kernel_params(uops);
+  const std::unordered_set<const UOpNode*> index_math = index_type.empty() ? std::unordered_set<const UOpNode*>{} : index_alus(uops);
 
   for (const UOp& u : uops) {
     const auto& src = u->src;
@@ -215,7 +235,9 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
         // MAX gets a name: the C dialect's ternary MAX would repeat a nested expression
         bool is_max = u->is<BinaryOps>() && u->as<BinaryOps>() == BinaryOps::MAX;
         // a vector compare (C) is a lane mask whose int type follows its operands
-        const std::string type = dt.count > 1 && dt.scalar() == dtypes::bool_ ? "__typeof__(" + val + ")" : render_dtype(dt);
+        const std::string type = dt.count > 1 && dt.scalar() == dtypes::bool_ ? "__typeof__(" + val + ")"
+                                 : index_math.count(u.get())                    ? index_type
+                                                                                : render_dtype(dt);
         if (child_count[u.get()] <= 1 && !is_max && !expand_ssa) r[u.get()] = val;
         else kk(type + " " + ssa("alu", &u) + " = " + val + ";");
         break;
@@ -296,6 +318,7 @@ ClangRenderer::ClangRenderer(const std::string& half_type) {
   has_local = false;
   cpu_threads = true;
   vector_bytes = 64;   // one AVX-512 register; narrower machines split it
+  if (getenv("CPU_LONG_INDEX", 1)) index_type = "long";   // (0: int, to compare)
   global_max.clear();
   local_max.clear();
   infinity = "__builtin_inff()";
