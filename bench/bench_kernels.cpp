@@ -3,8 +3,9 @@
 // BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
 // Limits: measured in the same run by bench/limits.cpp. BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
 // CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512). BENCH=conv1_dw (beautiful_mnist's
-// conv1 weight gradient), BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients), BENCH=resnet_fw (a 3x3 padded forward) and
-// BENCH=conv_dx (one stride-1 input gradient, its shape from CONV_DX) are named exactly too. BENCH=matmul2048 and
+// conv1 weight gradient; conv1_dw_step: as the training step takes it), BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients), BENCH=resnet_fw (a 3x3 padded forward) and
+// BENCH=conv_dx (one stride-1 input gradient, its shape from CONV_DX; conv_fw and conv_dw: that conv's forward and
+// weight gradient) are named exactly too. BENCH=matmul2048 and
 // BENCH=matmul4096x4096x512 (named exactly) add the bigger GEMMs. GFLOPS lines carry their ratio to
 // fma_peak_gflops and gemm1024_gflops of the same run (OpenBLAS's AVX-512 kernels: OPENBLAS_CORETYPE=SkylakeX).
 #include <chrono>
@@ -165,6 +166,13 @@ double conv_dx_flops() {
   return pairs;
 }
 
+// n * cin * cout * k * k * the output positions of CONV_DX's conv
+double conv_macs() {
+  const std::vector<int64_t> d = conv_dx_args();
+  const double o = static_cast<double>(d[2] + 2 * d[6] - d[5] + 1) * static_cast<double>(d[3] + 2 * d[6] - d[5] + 1);
+  return static_cast<double>(d[0] * d[1] * d[4] * d[5] * d[5]) * o;
+}
+
 struct Case {
   std::string name, unit, limit_key;
   double work;   // bytes or flops
@@ -210,6 +218,14 @@ int main() {
          (data({512, 1, 28, 28}).conv2d(w) * data({512, 32, 24, 24})).sum().backward();
          return std::vector<Tensor>{*w.grad()};
        }, 4.0 * (512 * 28 * 28 + 512 * 32 * 24 * 24 + 32 * 25)},
+      // the same gradient in the form the training step takes it (bench_train): uint8 images (cast to float
+      // inside the conv) and a bias; grad_output is a buffer there too (conv2's input gradient, relu bw fused)
+      {"conv1_dw_step", "GFLOPS", "gemm1024_gflops", 2.0 * 512 * 24 * 24 * 32 * 25, nullptr, [&] {
+         Tensor w = data({32, 1, 5, 5}).detach().requires_grad_(), b = data({32}).detach().requires_grad_();
+         Tensor x = (data({512, 1, 28, 28}) * 255).cast(dtypes::uint8).realize();
+         (x.conv2d(w, b) * data({512, 32, 24, 24})).sum().backward();
+         return std::vector<Tensor>{*w.grad()};
+       }, 1.0 * 512 * 28 * 28 + 4.0 * (512 * 32 * 24 * 24 + 32 * 25)},
       // a ResNet-style 3x3 stride-2 conv (padding 1), input and weight gradients: useful flops (twice the forward's)
       {"resnet_s2_bw", "GFLOPS", "gemm1024_gflops", 2 * 2.0 * 32 * 64 * 14 * 14 * 64 * 9, nullptr, [&] {
          Tensor x = data({32, 64, 28, 28}).detach().requires_grad_(), w = data({64, 64, 3, 3}).detach().requires_grad_();
@@ -230,10 +246,22 @@ int main() {
          (out * data(out.shape())).sum().backward();
          return std::vector<Tensor>{*x.grad()};
        }},
+      // the forward and the weight gradient of the same conv (CONV_DX's shape): all multiply-adds, padding's included
+      {"conv_fw", "GFLOPS", "gemm1024_gflops", conv_macs() * 2, [&] {
+         const std::vector<int64_t> d = conv_dx_args();
+         return data({d[0], d[1], d[2], d[3]}).conv2d(data({d[4], d[1], d[5], d[5]}), std::nullopt, 1, {1}, {1}, {d[6]});
+       }},
+      {"conv_dw", "GFLOPS", "gemm1024_gflops", conv_macs() * 2, nullptr, [&] {
+         const std::vector<int64_t> d = conv_dx_args();
+         Tensor w = data({d[4], d[1], d[5], d[5]}).detach().requires_grad_();
+         Tensor out = data({d[0], d[1], d[2], d[3]}).conv2d(w, std::nullopt, 1, {1}, {1}, {d[6]});
+         (out * data(out.shape())).sum().backward();
+         return std::vector<Tensor>{*w.grad()};
+       }},
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
-  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "resnet_s2_bw", "conv_dx", "resnet_fw"};
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "conv1_dw_step", "resnet_s2_bw", "conv_dx", "conv_fw", "conv_dw", "resnet_fw"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   if (only.find("matmul2048") != std::string::npos) {
     tgbench::Limit l = tgbench::gemm_gflops(2048), l512 = tgbench::gemm_gflops_avx512(2048);

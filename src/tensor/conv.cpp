@@ -290,8 +290,12 @@ std::optional<Tensor> panel_copy(const Tensor& g, int groups) {
 }
 
 // g: grad_output (bs, cout, *o), or its panel_copy when panel is set
-Tensor weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, const Shape& d, int groups, int64_t cout,
+Tensor weight_grad(const Tensor& x_pad, const Tensor& g, const Shape& K, const Shape& s, const Shape& d, int groups, int64_t cout,
                    bool panel = false) {
+  // x in grad_output's dtype before the window view (an integer input: beautiful_mnist's uint8 images). Cast
+  // after it, the cast is an elementwise of the expanded window's shape, which the scheduler realizes whole
+  // (E_2560_576_5: 29 MB for conv1), and the GEMM then reads that copy instead of the window view.
+  const Tensor xp = x_pad.cast(g.dtype());
   const size_t n = K.size();
   const int64_t bs = xp.shape()[0], cin = xp.shape()[1] / groups, rcout = cout / groups;
   const Shape O = panel ? Shape(g.shape().begin() + 3, g.shape().end() - 1) : Shape(g.shape().begin() + 2, g.shape().end());
@@ -347,6 +351,7 @@ Tensor row_shifted_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K
   const int64_t bs = xp.shape()[0], C = xp.shape()[1], Py = xp.shape()[2], Oy = g.shape()[2], Ox = g.shape()[3];
   const Tensor xs = detail::pool(xp, Shape{K[1]}, Shape{1}, Shape{1}, "conv2d")   // (bs, C, Py, Ox, Kx)
                         .permute({0, 1, 4, 2, 3})
+                        .cast(g.dtype())   // in the copy (see weight_grad)
                         .contiguous()
                         .reshape({bs, C * K[1], Py * Ox});
   const Tensor dw = weight_grad(xs, g.reshape({bs, cout, Oy * Ox}), Shape{K[0]}, Shape{1}, Shape{Ox}, groups, cout);   // (cout, cin*Kx, Ky)
@@ -382,7 +387,7 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
   }
   phase_first.insert(phase_first.end(), {0, 1});
   for (size_t j = 0; j < n; j++) phase_first.push_back(static_cast<int>(2 + 2 * j));
-  const Tensor xs = pad_or_cut(xp, to_whole).reshape(split).permute(phase_first).contiguous();
+  const Tensor xs = pad_or_cut(xp, to_whole).reshape(split).permute(phase_first).cast(g.dtype()).contiguous();   // see weight_grad
   const std::optional<Tensor> gpanel = panel_copy(g, groups);
   std::optional<Tensor> dw;
   for_each_phase(K, s, [&](const Shape& r, const Shape& kr) {
