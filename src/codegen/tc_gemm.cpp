@@ -656,20 +656,25 @@ TG_WGMMA_FN
 #endif
 )";
 
-// tg_wgmma: m64n{n}k16 of 16-bit inputs (TG_IN); tf32: tg_wgmma_tf32, m64n{n}k8 (no transpose operand: S is K-major)
-std::string wgmma_fn(int n, bool tf32 = false) {
+// tg_wgmma: m64n{n}k16 of 16-bit inputs (TG_IN), A through registers; tf32: tg_wgmma_tf32, m64n{n}k8 (no transpose
+// operand: S is K-major); ss: tg_wgmma_ss<TA>, m64n{n}k16 with both operands by descriptor, A K-major (TA = 0) or
+// M-major (TA = 1, imm-trans-a)
+std::string wgmma_fn(int n, bool tf32 = false, bool ss = false) {
   const int nd = n / 2;
   std::string regs, outs;
   for (int i = 0; i < nd; i++) {
     regs += (i ? "," : "") + std::string("%") + S(i);
     outs += (i ? ", " : "") + std::string("\"+f\"(d[") + S(i) + "])";
   }
-  return std::string("__device__ __forceinline__ void ") + (tf32 ? "tg_wgmma_tf32" : "tg_wgmma") +
-         "(float* d, const unsigned* a, unsigned long long desc) {\n"
-         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + 5) + ", 0;\\n"
-         "wgmma.mma_async.sync.aligned.m64n" + S(n) + (tf32 ? "k8.f32.tf32.tf32 {" : "k16.f32.TG_IN.TG_IN {") + regs + "}, {%" + S(nd) + ",%" +
-         S(nd + 1) + ",%" + S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + (tf32 ? ", p, 1, 1;" : ", p, 1, 1, 0;") + "\\n}\\n\"\n    : " + outs +
-         "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n}";
+  const int na = ss ? 1 : 4;   // A's operands: one descriptor, or four registers of fragments
+  std::string a = ss ? "%" + S(nd) : "{%" + S(nd) + ",%" + S(nd + 1) + ",%" + S(nd + 2) + ",%" + S(nd + 3) + "}";
+  const std::string in = ss ? "\"l\"(da)" : "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])";
+  const std::string tail = tf32 ? ", p, 1, 1;" : ss ? ", p, 1, 1, %" + S(nd + na + 2) + ", 0;" : ", p, 1, 1, 0;";
+  return std::string(ss ? "template <int TA> " : "") + "__device__ __forceinline__ void " + (tf32 ? "tg_wgmma_tf32" : ss ? "tg_wgmma_ss" : "tg_wgmma") +
+         (ss ? "(float* d, unsigned long long da, unsigned long long desc) {\n" : "(float* d, const unsigned* a, unsigned long long desc) {\n") +
+         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + na + 1) + ", 0;\\n"
+         "wgmma.mma_async.sync.aligned.m64n" + S(n) + (tf32 ? "k8.f32.tf32.tf32 {" : "k16.f32.TG_IN.TG_IN {") + regs + "}, " + a + ", %" +
+         S(nd + na) + tail + "\\n}\\n\"\n    : " + outs + "\n    : " + in + ", \"l\"(desc), \"r\"(1)" + (ss ? ", \"n\"(TA)" : "") + ");\n}";
 }
 
 std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b) {
@@ -790,6 +795,13 @@ __device__ __forceinline__ unsigned long long tg_desc128(const void* p) {
   const unsigned long long a = tg_smem_u32(p);
   return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
+// M/N-major (wgmma's transposed A) with the 128-byte swizzle: 64 rows in each 128-byte k row, 8 k rows a 1024-byte
+// group. The k16 step's two groups are 1024 bytes apart: SBO, and LBO too (the stride between 64-row blocks, unused
+// for the 64 rows of an m64 A, in case the hardware reads the k stride from it)
+__device__ __forceinline__ unsigned long long tg_desc128_mn(const void* p) {
+  const unsigned long long a = tg_smem_u32(p);
+  return ((a & 0x3FFFF) >> 4) | (64ull << 16) | (64ull << 32) | (1ull << 62);
+}
 TG_TMA_FNS
 #endif
 )";
@@ -845,7 +857,7 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   std::string fns = tma_fn(mr.rank);
   if (ms.rank != mr.rank) fns += tma_fn(ms.rank);
-  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
+  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs, false, true)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
   // the launch description the runtime reads (runtime/cuda.cpp, LaunchInfo)
   std::vector<long long> li = {1, c.shared_bytes(), 2};
   li.insert(li.end(), mr.fields.begin(), mr.fields.end());
@@ -886,8 +898,9 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
     for (int i : m.batch) b += ", eb" + S(i);
     return b;
   };
-  // producer
-  s += "  if (warp < 4) {\n";
+  // producer. The warpgroup index through a shuffle: ptxas then knows that the branches are warp-uniform, which it
+  // needs to keep a rolled loop of wgmma asynchronous (else it serializes them, C7520)
+  s += "  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);\n  if (wg == 0) {\n";
   if (c.consumers == 2) s += "    tg_setmaxnreg_dec<40>();\n";
   s += "    if (tid == 0) {\n      int it = 0;\n      for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
   s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
@@ -907,19 +920,17 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   s += "    const int wr0 = (warp - 4) * 16;   // this warp's 16 R rows\n    int it = 0;\n    float d[" + S(c.bs / 2) + "];\n";
   s += "    for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
   s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
-  s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
+  // the k tiles' loop stays rolled where K is short too (NVVM unrolls a constant trip count of up to ~8: a copy of
+  // the wgmma per k tile, each costing the compile ~10%)
+  s += "#pragma unroll 1\n      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
   s += "        tg_mbar_wait(&tg_full[st], (it / " + S(c.stages) + ") & 1);\n";
-  s += "        const " + tin + "* sr = tg_sr + st * " + S(stage_r) + ";\n        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
-  s += "        unsigned af[4][4];\n#pragma unroll\n        for (int kk = 0; kk < 4; kk++) {\n";
-  if (R.k_major) {
-    s += "          const int rr = wr0 + (lane & 15), ch = kk * 2 + (lane >> 4);\n";
-    s += "          tg_ldsm_x4(af[kk], sr + rr * 64 + ((ch ^ (rr & 7)) << 3));\n";
-  } else {
-    s += "          const int kr = kk * 16 + (lane & 7) + ((lane >> 4) << 3), ch = (wr0 >> 3) + ((lane >> 3) & 1);\n";
-    s += "          tg_ldsm_x4_t(af[kk], sr + (ch >> 3) * 4096 + kr * 64 + (((ch & 7) ^ (kr & 7)) << 3));\n";
-  }
-  s += "        }\n        tg_wgmma_fence();\n";
-  s += "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
+  // both operands by descriptor (R's 64 rows of this warpgroup: K-major [row][64 k] like S, or M/N-major [k][64
+  // rows], wgmma's transposed A), four k16 steps in a rolled loop: the wgmma asm with its 64-128 accumulators was
+  // most of NVRTC's and ptxas' time, once per step unrolled (bench/tc_notes.md, session 11)
+  s += "        const " + tin + "* ra = tg_sr + st * " + S(stage_r) + " + (wg - 1) * 4096;\n";
+  s += "        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n        tg_wgmma_fence();\n";
+  s += "#pragma unroll 1\n        for (int kk = 0; kk < 4; kk++) tg_wgmma_ss<" + std::string(R.k_major ? "0" : "1") +
+       ">(d, " + (R.k_major ? "tg_desc128(ra + kk * 16)" : "tg_desc128_mn(ra + kk * 1024)") + ", tg_desc128(ss + kk * 16));\n";
   // every k tile's wgmma group completes before its slot is released. (A 5th TC_TMA_CFG field once left one group in
   // flight across k tiles: no default used it, and on the H100 it gave wrong results with 2 consumers once
   // TmaConfigs really compiled each config, session 10. It was removed, its cause not established.)
