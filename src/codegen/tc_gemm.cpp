@@ -766,6 +766,7 @@ struct TmaCfg {
     return c;
   }
   int64_t shared_bytes() const { return ring_bytes() + 4 * consumers * stage_bytes(ep_cols()); }
+  bool rolled() const { return consumers == 1; }   // the k steps' form (tma_k_steps)
 };
 constexpr int kTmaBK = 64;   // 64 halves: one 128-byte swizzle row
 
@@ -849,6 +850,32 @@ std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int
   return m;
 }
 
+// One k tile's four k16 steps of a consumer warpgroup (the slot st is full). Rolled (TmaCfg::rolled): both operands
+// by descriptor (R's 64 rows of this warpgroup: K-major [row][64 k] like S, or M/N-major [k][64 rows], wgmma's
+// transposed A) and ONE wgmma in a rolled loop: unrolled, each wgmma asm with its 64 accumulators cost NVVM and
+// ptxas ~5% of the compile, and NVVM unrolls a k-tile loop of a constant trip count up to ~8 too (so `unroll 1` on
+// it). Else R's fragments by ldmatrix (.trans where M/N-major) and four wgmma, unrolled: the 128x256 tiles' kernel
+// ran 11% slower rolled on the H100 (bench/tc_notes.md, session 11).
+std::string tma_k_steps(const Operand& R, const TmaCfg& c, const std::string& tin, int64_t stage_r, int64_t stage_s) {
+  const std::string ss = "        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
+  if (c.rolled()) {
+    std::string s = "        const " + tin + "* ra = tg_sr + st * " + S(stage_r) + " + (wg - 1) * 4096;\n" + ss + "        tg_wgmma_fence();\n";
+    return s + "#pragma unroll 1\n        for (int kk = 0; kk < 4; kk++) tg_wgmma_ss<" + (R.k_major ? "0" : "1") + ">(d, " +
+           (R.k_major ? "tg_desc128(ra + kk * 16)" : "tg_desc128_mn(ra + kk * 1024)") + ", tg_desc128(ss + kk * 16));\n";
+  }
+  std::string s = "        const " + tin + "* sr = tg_sr + st * " + S(stage_r) + ";\n" + ss;
+  s += "        unsigned af[4][4];\n#pragma unroll\n        for (int kk = 0; kk < 4; kk++) {\n";
+  if (R.k_major) {
+    s += "          const int rr = wr0 + (lane & 15), ch = kk * 2 + (lane >> 4);\n";
+    s += "          tg_ldsm_x4(af[kk], sr + rr * 64 + ((ch ^ (rr & 7)) << 3));\n";
+  } else {
+    s += "          const int kr = kk * 16 + (lane & 7) + ((lane >> 4) << 3), ch = (wr0 >> 3) + ((lane >> 3) & 1);\n";
+    s += "          tg_ldsm_x4_t(af[kk], sr + (ch >> 3) * 4096 + kr * 64 + (((ch & 7) ^ (kr & 7)) << 3));\n";
+  }
+  s += "        }\n        tg_wgmma_fence();\n";
+  return s + "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
+}
+
 std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b,
                        const TmaMap& mr, const TmaMap& ms) {
   const Operand& R = s_is_b ? p.a : p.b;   // through registers; S (K-major) by descriptor
@@ -857,7 +884,8 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   std::string fns = tma_fn(mr.rank);
   if (ms.rank != mr.rank) fns += tma_fn(ms.rank);
-  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs, false, true)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
+  const bool ss = c.rolled();
+  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs, false, ss)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
   // the launch description the runtime reads (runtime/cuda.cpp, LaunchInfo)
   std::vector<long long> li = {1, c.shared_bytes(), 2};
   li.insert(li.end(), mr.fields.begin(), mr.fields.end());
@@ -871,7 +899,8 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   std::string s = o.src;
   const int64_t stage_r = int64_t{c.br()} * kTmaBK, stage_s = int64_t{c.bs} * kTmaBK, ntb = tiles_r * tiles_s;
   s += "  // TMA + mbarrier ring: block tile " + S(c.br()) + "x" + S(c.bs) + "x64, " + S(c.stages) + " stages, 1 producer + " +
-       S(c.consumers) + " consumer warpgroups of wgmma m64n" + S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers), " +
+       S(c.consumers) + " consumer warpgroups of wgmma m64n" + S(c.bs) + "k16 (" +
+       (ss ? std::string("both by descriptor, rolled") : std::string(s_is_b ? "A" : "B") + " through registers") + "), " +
        "persistent grid; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
   s += "  extern __shared__ unsigned char tg_dsmem[];\n";
   s += "  unsigned char* tg_base = tg_dsmem + ((1024 - (tg_smem_u32(tg_dsmem) & 1023)) & 1023);   // SW128 tiles: 1024-byte aligned\n";
@@ -898,9 +927,9 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
     for (int i : m.batch) b += ", eb" + S(i);
     return b;
   };
-  // producer. The warpgroup index through a shuffle: ptxas then knows that the branches are warp-uniform, which it
-  // needs to keep a rolled loop of wgmma asynchronous (else it serializes them, C7520)
-  s += "  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);\n  if (wg == 0) {\n";
+  // producer. Rolled: the warpgroup index through a shuffle, so that ptxas knows the branches are warp-uniform, which
+  // it needs to keep a rolled loop of wgmma asynchronous (else it serializes them, C7520)
+  s += ss ? "  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);\n  if (wg == 0) {\n" : "  if (warp < 4) {\n";
   if (c.consumers == 2) s += "    tg_setmaxnreg_dec<40>();\n";
   s += "    if (tid == 0) {\n      int it = 0;\n      for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
   s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
@@ -920,17 +949,9 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   s += "    const int wr0 = (warp - 4) * 16;   // this warp's 16 R rows\n    int it = 0;\n    float d[" + S(c.bs / 2) + "];\n";
   s += "    for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
   s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
-  // the k tiles' loop stays rolled where K is short too (NVVM unrolls a constant trip count of up to ~8: a copy of
-  // the wgmma per k tile, each costing the compile ~10%)
-  s += "#pragma unroll 1\n      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
+  s += std::string(ss ? "#pragma unroll 1\n" : "") + "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
   s += "        tg_mbar_wait(&tg_full[st], (it / " + S(c.stages) + ") & 1);\n";
-  // both operands by descriptor (R's 64 rows of this warpgroup: K-major [row][64 k] like S, or M/N-major [k][64
-  // rows], wgmma's transposed A), four k16 steps in a rolled loop: the wgmma asm with its 64-128 accumulators was
-  // most of NVRTC's and ptxas' time, once per step unrolled (bench/tc_notes.md, session 11)
-  s += "        const " + tin + "* ra = tg_sr + st * " + S(stage_r) + " + (wg - 1) * 4096;\n";
-  s += "        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n        tg_wgmma_fence();\n";
-  s += "#pragma unroll 1\n        for (int kk = 0; kk < 4; kk++) tg_wgmma_ss<" + std::string(R.k_major ? "0" : "1") +
-       ">(d, " + (R.k_major ? "tg_desc128(ra + kk * 16)" : "tg_desc128_mn(ra + kk * 1024)") + ", tg_desc128(ss + kk * 16));\n";
+  s += tma_k_steps(R, c, tin, stage_r, stage_s);
   // every k tile's wgmma group completes before its slot is released. (A 5th TC_TMA_CFG field once left one group in
   // flight across k tiles: no default used it, and on the H100 it gave wrong results with 2 consumers once
   // TmaConfigs really compiled each config, session 10. It was removed, its cause not established.)
