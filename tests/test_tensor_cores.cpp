@@ -663,6 +663,27 @@ std::string ptxas_report(const std::string& ptx, const std::string& arch) {
   return out;
 }
 
+// The rolled wgmma of the 64x128-tile TMA kernel stays asynchronous: ptxas serializes the wgmma of a loop in a branch
+// it can't prove warp-uniform ("C7520 ... serialized", seen here without the warpgroup index's shuffle)
+TEST(TCGemm, PtxasKeepsRolledWgmmaAsync) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  const std::vector<GemmCase> cases = {
+      {"1536^3 (B M/N-major: transposed A)", last_ast(mat({1536, 1536}, dtypes::half).matmul(mat({1536, 1536}, dtypes::half))), 0, true},
+      {"B^T (K-major A)", last_ast(mat({1024, 512}, dtypes::half).matmul(mat({1024, 512}, dtypes::half).transpose())), 0, false},
+  };
+  for (const GemmCase& c : cases) {
+    RenderedProgram p;
+    std::string ptx;
+    ASSERT_NO_FATAL_FAILURE(sm90_template_ptx(c, p, ptx));
+    ASSERT_NE(p.src.find("tg_wgmma_ss<"), std::string::npos) << c.what;
+    const std::string rep = ptxas_report(ptx, "sm_90a");
+    if (rep.empty()) GTEST_SKIP() << "no ptxas in the toolkit";
+    EXPECT_NE(rep.find("Used "), std::string::npos) << c.what << "\n" << rep;
+    EXPECT_EQ(rep.find("C7520"), std::string::npos) << c.what << "\n" << rep;
+    EXPECT_EQ(rep.find("serialized"), std::string::npos) << c.what << "\n" << rep;
+  }
+}
+
 // fp32 without tensor cores: the SIMT template's main loop is 16-byte global loads, 16-byte shared-memory reads and
 // 8x8 FMAs per k per thread (no scalar global loads; the old heuristic kernel had no shared memory): 4 reads of a
 // k row per thread and 64 FMAs per k, 8 k per tile; 2 blocks per SM, so ptxas must fit 128 registers without spills
