@@ -747,8 +747,8 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
 // (cp.async.bulk.tensor, tensor maps encoded by the runtime from tg_launch, see runtime/cuda.cpp) of a BK=64 k tile
 // of R and S into a ring of `stages` shared-memory slots, each guarded by a `full` mbarrier (the copies' bytes
 // complete it) and an `empty` one (every consumer warp arrives once it is done with the slot). Warpgroups 1..C are
-// consumers: per k tile they wait on `full`, read their 16 R rows per warp by ldmatrix (wgmma's register A), issue
-// four wgmma m64n{bs}k16 with S by descriptor, wait for them and release the slot. The tiles are 128-byte rows with
+// consumers: per k tile they wait on `full`, issue four wgmma m64n{bs}k16 (tma_k_steps: with 1 consumer both operands
+// by descriptor in a rolled loop, with 2 R by ldmatrix as wgmma's register A), wait for them and release the slot. The tiles are 128-byte rows with
 // TMA's 128-byte swizzle (16-byte chunk ^= row % 8 within 1024-byte groups): S's descriptor is the K-major SW128
 // layout (SBO 1024 bytes, +32 bytes per k16 step). The grid is persistent: block b takes tiles b, b+grid, ... in an
 // L2-friendly order (8 R tiles walk the S tiles together), so the producer fetches the next tile's k tiles while the
@@ -878,7 +878,7 @@ std::string tma_k_steps(const Operand& R, const TmaCfg& c, const std::string& ti
 
 std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b,
                        const TmaMap& mr, const TmaMap& ms) {
-  const Operand& R = s_is_b ? p.a : p.b;   // through registers; S (K-major) by descriptor
+  const Operand& R = s_is_b ? p.a : p.b;   // through registers (by descriptor where rolled); S (K-major) by descriptor
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
   const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs, kt_n = (p.K + kTmaBK - 1) / kTmaBK;
   const std::string tin = r.render_dtype(p.tc.dtype_in);
