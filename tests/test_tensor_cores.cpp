@@ -545,11 +545,23 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
     EXPECT_GE(count(ptx, "mbarrier.arrive.expect_tx"), 1u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier.try_wait.parity"), 2u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier.init"), 2u) << c.what;
-    EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 4u) << c.what;
-    // 2 consumer warpgroups (384 threads): the producer gives registers to the consumers
-    if (p.local_size[0] == 384) EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
-    else EXPECT_EQ(p.local_size[0], 256) << c.what;
-    EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
+    if (p.local_size[0] == 384) {
+      // 2 consumer warpgroups (128x256 tiles): the producer gives registers to the consumers; R's fragments by
+      // ldmatrix, the k tile's four wgmma unrolled (rolled, this kernel ran 11% slower)
+      EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
+      EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
+      EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 4u) << c.what;
+    } else {
+      // 1 consumer warpgroup (64x128 tiles, the shapes up to ~2000^3): both operands by descriptor (R transposed where
+      // it is M/N-major), the k tile's four k16 steps in a rolled loop: ONE wgmma in the PTX (unrolled, each copy of
+      // the asm with its 64 accumulators cost NVVM and ptxas ~5% of the compile), also where K is short (KT <= 8)
+      EXPECT_EQ(p.local_size[0], 256) << c.what;
+      EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 1u) << c.what;
+      EXPECT_EQ(count(ptx, "ldmatrix"), 0u) << c.what;
+      EXPECT_NE(p.src.find(std::string("tg_wgmma_ss<") + (c.trans ? "1" : "0") + ">(d, "), std::string::npos) << c.what;
+      // the warpgroup index is warp-uniform to ptxas (else it serializes the rolled wgmma, C7520)
+      EXPECT_GE(count(ptx, "shfl.sync.idx"), 1u) << c.what;
+    }
     EXPECT_NE(ptx.find(" tg_launch["), std::string::npos) << c.what;   // the launch description the runtime reads
     EXPECT_EQ(count(ptx, "cp.async.cg"), 0u) << c.what;
     EXPECT_EQ(count(ptx, "mma.sync"), 0u) << c.what;
@@ -649,6 +661,27 @@ std::string ptxas_report(const std::string& ptx, const std::string& arch) {
   }
   std::remove(path);
   return out;
+}
+
+// The rolled wgmma of the 64x128-tile TMA kernel stays asynchronous: ptxas serializes the wgmma of a loop in a branch
+// it can't prove warp-uniform ("C7520 ... serialized", seen here without the warpgroup index's shuffle)
+TEST(TCGemm, PtxasKeepsRolledWgmmaAsync) {
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  const std::vector<GemmCase> cases = {
+      {"1536^3 (B M/N-major: transposed A)", last_ast(mat({1536, 1536}, dtypes::half).matmul(mat({1536, 1536}, dtypes::half))), 0, true},
+      {"B^T (K-major A)", last_ast(mat({1024, 512}, dtypes::half).matmul(mat({1024, 512}, dtypes::half).transpose())), 0, false},
+  };
+  for (const GemmCase& c : cases) {
+    RenderedProgram p;
+    std::string ptx;
+    ASSERT_NO_FATAL_FAILURE(sm90_template_ptx(c, p, ptx));
+    ASSERT_NE(p.src.find("tg_wgmma_ss<"), std::string::npos) << c.what;
+    const std::string rep = ptxas_report(ptx, "sm_90a");
+    if (rep.empty()) GTEST_SKIP() << "no ptxas in the toolkit";
+    EXPECT_NE(rep.find("Used "), std::string::npos) << c.what << "\n" << rep;
+    EXPECT_EQ(rep.find("C7520"), std::string::npos) << c.what << "\n" << rep;
+    EXPECT_EQ(rep.find("serialized"), std::string::npos) << c.what << "\n" << rep;
+  }
 }
 
 // fp32 without tensor cores: the SIMT template's main loop is 16-byte global loads, 16-byte shared-memory reads and
@@ -830,6 +863,7 @@ template <int N> static void tg_wgmma_wait() {}
 static void tg_fence_async_smem() {}
 static unsigned long long tg_desc(const void* p) { return reinterpret_cast<unsigned long long>(p); }
 static unsigned long long tg_desc128(const void* p) { return reinterpret_cast<unsigned long long>(p) | (1ull << 63); }
+static unsigned long long tg_desc128_mn(const void* p) { return reinterpret_cast<unsigned long long>(p) | (1ull << 63); }
 // TMA and mbarriers: a barrier is a side-table entry keyed by its shared-memory address; a bulk tensor copy runs at
 // once in the issuing thread (box elements innermost first, out-of-bounds zero, the 128-byte swizzle on the
 // destination address bits) and then completes its bytes on the barrier
@@ -912,6 +946,25 @@ template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsign
   }
   w.bar->arrive_and_wait();
 }
+// wgmma with both operands by descriptor (the TMA kernel): each thread's two A rows (warp w: rows 16w + lane/4, +8)
+// read from A's descriptor, K-major (TA 0: 128-byte rows, 8-row groups 1024 bytes apart) or M-major (TA 1: 128-byte
+// k rows of 64 A rows), the 128-byte swizzle on the address bits; B as tg_wgmma's tg_desc128 operand
+template <int TA, int ND> static void tg_wgmma_ss(float (&d)[ND], unsigned long long da, unsigned long long db) {
+  const int wi = emu_gtid / 32, l = emu_gtid % 32, g = l >> 2, t = l & 3;
+  auto at = [](unsigned long long base, int row, int k, bool k_major) {
+    unsigned long long ad = (base & ~(1ull << 63)) + (k_major ? (row / 8) * 1024 + (row % 8) * 128 + 2 * k : k * 128 + 2 * row);
+    ad ^= ((ad >> 7) & 7) << 4;
+    return emu_f(emu_h(reinterpret_cast<const void*>(ad), 0));
+  };
+  for (int i = 0; i < ND; i++) {
+    const int row = wi * 16 + g + 8 * ((i & 3) >> 1), col = (i >> 2) * 8 + 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 16; k++) s += at(da, row, k, TA == 0) * at(db, col, k, true);
+    d[i] = s;
+  }
+}
+// warp-uniform values only (the kernels shuffle the warpgroup index from lane 0 so that ptxas sees it uniform)
+static int __shfl_sync(unsigned, int v, int) { return v; }
 // TF32 wgmma m64nNk8: A fragments as mma.sync m16n8k8's (warp w rows 16w..), the descriptor's rows of 4-byte k
 template <int ND> static void tg_wgmma_tf32(float (&d)[ND], const unsigned* a, unsigned long long desc) {
   emu_wgroup& w = *emu_g;

@@ -656,20 +656,25 @@ TG_WGMMA_FN
 #endif
 )";
 
-// tg_wgmma: m64n{n}k16 of 16-bit inputs (TG_IN); tf32: tg_wgmma_tf32, m64n{n}k8 (no transpose operand: S is K-major)
-std::string wgmma_fn(int n, bool tf32 = false) {
+// tg_wgmma: m64n{n}k16 of 16-bit inputs (TG_IN), A through registers; tf32: tg_wgmma_tf32, m64n{n}k8 (no transpose
+// operand: S is K-major); ss: tg_wgmma_ss<TA>, m64n{n}k16 with both operands by descriptor, A K-major (TA = 0) or
+// M-major (TA = 1, imm-trans-a)
+std::string wgmma_fn(int n, bool tf32 = false, bool ss = false) {
   const int nd = n / 2;
   std::string regs, outs;
   for (int i = 0; i < nd; i++) {
     regs += (i ? "," : "") + std::string("%") + S(i);
     outs += (i ? ", " : "") + std::string("\"+f\"(d[") + S(i) + "])";
   }
-  return std::string("__device__ __forceinline__ void ") + (tf32 ? "tg_wgmma_tf32" : "tg_wgmma") +
-         "(float* d, const unsigned* a, unsigned long long desc) {\n"
-         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + 5) + ", 0;\\n"
-         "wgmma.mma_async.sync.aligned.m64n" + S(n) + (tf32 ? "k8.f32.tf32.tf32 {" : "k16.f32.TG_IN.TG_IN {") + regs + "}, {%" + S(nd) + ",%" +
-         S(nd + 1) + ",%" + S(nd + 2) + ",%" + S(nd + 3) + "}, %" + S(nd + 4) + (tf32 ? ", p, 1, 1;" : ", p, 1, 1, 0;") + "\\n}\\n\"\n    : " + outs +
-         "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n}";
+  const int na = ss ? 1 : 4;   // A's operands: one descriptor, or four registers of fragments
+  std::string a = ss ? "%" + S(nd) : "{%" + S(nd) + ",%" + S(nd + 1) + ",%" + S(nd + 2) + ",%" + S(nd + 3) + "}";
+  const std::string in = ss ? "\"l\"(da)" : "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])";
+  const std::string tail = tf32 ? ", p, 1, 1;" : ss ? ", p, 1, 1, %" + S(nd + na + 2) + ", 0;" : ", p, 1, 1, 0;";
+  return std::string(ss ? "template <int TA> " : "") + "__device__ __forceinline__ void " + (tf32 ? "tg_wgmma_tf32" : ss ? "tg_wgmma_ss" : "tg_wgmma") +
+         (ss ? "(float* d, unsigned long long da, unsigned long long desc) {\n" : "(float* d, const unsigned* a, unsigned long long desc) {\n") +
+         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + S(nd + na + 1) + ", 0;\\n"
+         "wgmma.mma_async.sync.aligned.m64n" + S(n) + (tf32 ? "k8.f32.tf32.tf32 {" : "k16.f32.TG_IN.TG_IN {") + regs + "}, " + a + ", %" +
+         S(nd + na) + tail + "\\n}\\n\"\n    : " + outs + "\n    : " + in + ", \"l\"(desc), \"r\"(1)" + (ss ? ", \"n\"(TA)" : "") + ");\n}";
 }
 
 std::string render_wgmma(const Plan& p, const WgCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b) {
@@ -742,8 +747,8 @@ std::optional<WgCfg> choose_wgmma(const Plan& p, int sm) {
 // (cp.async.bulk.tensor, tensor maps encoded by the runtime from tg_launch, see runtime/cuda.cpp) of a BK=64 k tile
 // of R and S into a ring of `stages` shared-memory slots, each guarded by a `full` mbarrier (the copies' bytes
 // complete it) and an `empty` one (every consumer warp arrives once it is done with the slot). Warpgroups 1..C are
-// consumers: per k tile they wait on `full`, read their 16 R rows per warp by ldmatrix (wgmma's register A), issue
-// four wgmma m64n{bs}k16 with S by descriptor, wait for them and release the slot. The tiles are 128-byte rows with
+// consumers: per k tile they wait on `full`, issue four wgmma m64n{bs}k16 (tma_k_steps: with 1 consumer both operands
+// by descriptor in a rolled loop, with 2 R by ldmatrix as wgmma's register A), wait for them and release the slot. The tiles are 128-byte rows with
 // TMA's 128-byte swizzle (16-byte chunk ^= row % 8 within 1024-byte groups): S's descriptor is the K-major SW128
 // layout (SBO 1024 bytes, +32 bytes per k16 step). The grid is persistent: block b takes tiles b, b+grid, ... in an
 // L2-friendly order (8 R tiles walk the S tiles together), so the producer fetches the next tile's k tiles while the
@@ -761,6 +766,7 @@ struct TmaCfg {
     return c;
   }
   int64_t shared_bytes() const { return ring_bytes() + 4 * consumers * stage_bytes(ep_cols()); }
+  bool rolled() const { return consumers == 1; }   // the k steps' form (tma_k_steps)
 };
 constexpr int kTmaBK = 64;   // 64 halves: one 128-byte swizzle row
 
@@ -789,6 +795,13 @@ template <int N> __device__ __forceinline__ void tg_setmaxnreg_dec() { asm volat
 __device__ __forceinline__ unsigned long long tg_desc128(const void* p) {
   const unsigned long long a = tg_smem_u32(p);
   return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// M/N-major (wgmma's transposed A) with the 128-byte swizzle: 64 rows in each 128-byte k row, 8 k rows a 1024-byte
+// group. The k16 step's two groups are 1024 bytes apart: SBO, and LBO too (the stride between 64-row blocks, unused
+// for the 64 rows of an m64 A, in case the hardware reads the k stride from it)
+__device__ __forceinline__ unsigned long long tg_desc128_mn(const void* p) {
+  const unsigned long long a = tg_smem_u32(p);
+  return ((a & 0x3FFFF) >> 4) | (64ull << 16) | (64ull << 32) | (1ull << 62);
 }
 TG_TMA_FNS
 #endif
@@ -837,15 +850,42 @@ std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int
   return m;
 }
 
+// One k tile's four k16 steps of a consumer warpgroup (the slot st is full). Rolled (TmaCfg::rolled): both operands
+// by descriptor (R's 64 rows of this warpgroup: K-major [row][64 k] like S, or M/N-major [k][64 rows], wgmma's
+// transposed A) and ONE wgmma in a rolled loop: unrolled, each wgmma asm with its 64 accumulators cost NVVM and
+// ptxas ~5% of the compile, and NVVM unrolls a k-tile loop of a constant trip count up to ~8 too (so `unroll 1` on
+// it). Else R's fragments by ldmatrix (.trans where M/N-major) and four wgmma, unrolled: the 128x256 tiles' kernel
+// ran 11% slower rolled on the H100 (bench/tc_notes.md, session 11).
+std::string tma_k_steps(const Operand& R, const TmaCfg& c, const std::string& tin, int64_t stage_r, int64_t stage_s) {
+  const std::string ss = "        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
+  if (c.rolled()) {
+    std::string s = "        const " + tin + "* ra = tg_sr + st * " + S(stage_r) + " + (wg - 1) * 4096;\n" + ss + "        tg_wgmma_fence();\n";
+    return s + "#pragma unroll 1\n        for (int kk = 0; kk < 4; kk++) tg_wgmma_ss<" + (R.k_major ? "0" : "1") + ">(d, " +
+           (R.k_major ? "tg_desc128(ra + kk * 16)" : "tg_desc128_mn(ra + kk * 1024)") + ", tg_desc128(ss + kk * 16));\n";
+  }
+  std::string s = "        const " + tin + "* sr = tg_sr + st * " + S(stage_r) + ";\n" + ss;
+  s += "        unsigned af[4][4];\n#pragma unroll\n        for (int kk = 0; kk < 4; kk++) {\n";
+  if (R.k_major) {
+    s += "          const int rr = wr0 + (lane & 15), ch = kk * 2 + (lane >> 4);\n";
+    s += "          tg_ldsm_x4(af[kk], sr + rr * 64 + ((ch ^ (rr & 7)) << 3));\n";
+  } else {
+    s += "          const int kr = kk * 16 + (lane & 7) + ((lane >> 4) << 3), ch = (wr0 >> 3) + ((lane >> 3) & 1);\n";
+    s += "          tg_ldsm_x4_t(af[kk], sr + (ch >> 3) * 4096 + kr * 64 + (((ch & 7) ^ (kr & 7)) << 3));\n";
+  }
+  s += "        }\n        tg_wgmma_fence();\n";
+  return s + "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
+}
+
 std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b,
                        const TmaMap& mr, const TmaMap& ms) {
-  const Operand& R = s_is_b ? p.a : p.b;   // through registers; S (K-major) by descriptor
+  const Operand& R = s_is_b ? p.a : p.b;   // through registers (by descriptor where rolled); S (K-major) by descriptor
   const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
   const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs, kt_n = (p.K + kTmaBK - 1) / kTmaBK;
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   std::string fns = tma_fn(mr.rank);
   if (ms.rank != mr.rank) fns += tma_fn(ms.rank);
-  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
+  const bool ss = c.rolled();
+  const std::string helpers = replace_all(kWgmmaHelpers, "TG_WGMMA_FN", wgmma_fn(c.bs, false, ss)) + replace_all(kTmaHelpers, "TG_TMA_FNS", fns);
   // the launch description the runtime reads (runtime/cuda.cpp, LaunchInfo)
   std::vector<long long> li = {1, c.shared_bytes(), 2};
   li.insert(li.end(), mr.fields.begin(), mr.fields.end());
@@ -859,7 +899,8 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   std::string s = o.src;
   const int64_t stage_r = int64_t{c.br()} * kTmaBK, stage_s = int64_t{c.bs} * kTmaBK, ntb = tiles_r * tiles_s;
   s += "  // TMA + mbarrier ring: block tile " + S(c.br()) + "x" + S(c.bs) + "x64, " + S(c.stages) + " stages, 1 producer + " +
-       S(c.consumers) + " consumer warpgroups of wgmma m64n" + S(c.bs) + "k16 (" + (s_is_b ? "A" : "B") + " through registers), " +
+       S(c.consumers) + " consumer warpgroups of wgmma m64n" + S(c.bs) + "k16 (" +
+       (ss ? std::string("both by descriptor, rolled") : std::string(s_is_b ? "A" : "B") + " through registers") + "), " +
        "persistent grid; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
   s += "  extern __shared__ unsigned char tg_dsmem[];\n";
   s += "  unsigned char* tg_base = tg_dsmem + ((1024 - (tg_smem_u32(tg_dsmem) & 1023)) & 1023);   // SW128 tiles: 1024-byte aligned\n";
@@ -886,8 +927,9 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
     for (int i : m.batch) b += ", eb" + S(i);
     return b;
   };
-  // producer
-  s += "  if (warp < 4) {\n";
+  // producer. Rolled: the warpgroup index through a shuffle, so that ptxas knows the branches are warp-uniform, which
+  // it needs to keep a rolled loop of wgmma asynchronous (else it serializes them, C7520)
+  s += ss ? "  const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0);\n  if (wg == 0) {\n" : "  if (warp < 4) {\n";
   if (c.consumers == 2) s += "    tg_setmaxnreg_dec<40>();\n";
   s += "    if (tid == 0) {\n      int it = 0;\n      for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
   s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
@@ -907,19 +949,9 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   s += "    const int wr0 = (warp - 4) * 16;   // this warp's 16 R rows\n    int it = 0;\n    float d[" + S(c.bs / 2) + "];\n";
   s += "    for (int tile = blockIdx.x; tile < NT; tile += gridDim.x) {\n" + tile;
   s += "#pragma unroll\n      for (int i = 0; i < " + S(c.bs / 2) + "; i++) d[i] = 0.0f;\n";
-  s += "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
+  s += std::string(ss ? "#pragma unroll 1\n" : "") + "      for (int kt = 0; kt < KT; kt++, it++) {\n        const int st = it % " + S(c.stages) + ";\n";
   s += "        tg_mbar_wait(&tg_full[st], (it / " + S(c.stages) + ") & 1);\n";
-  s += "        const " + tin + "* sr = tg_sr + st * " + S(stage_r) + ";\n        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
-  s += "        unsigned af[4][4];\n#pragma unroll\n        for (int kk = 0; kk < 4; kk++) {\n";
-  if (R.k_major) {
-    s += "          const int rr = wr0 + (lane & 15), ch = kk * 2 + (lane >> 4);\n";
-    s += "          tg_ldsm_x4(af[kk], sr + rr * 64 + ((ch ^ (rr & 7)) << 3));\n";
-  } else {
-    s += "          const int kr = kk * 16 + (lane & 7) + ((lane >> 4) << 3), ch = (wr0 >> 3) + ((lane >> 3) & 1);\n";
-    s += "          tg_ldsm_x4_t(af[kk], sr + (ch >> 3) * 4096 + kr * 64 + (((ch & 7) ^ (kr & 7)) << 3));\n";
-  }
-  s += "        }\n        tg_wgmma_fence();\n";
-  s += "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
+  s += tma_k_steps(R, c, tin, stage_r, stage_s);
   // every k tile's wgmma group completes before its slot is released. (A 5th TC_TMA_CFG field once left one group in
   // flight across k tiles: no default used it, and on the H100 it gave wrong results with 2 consumers once
   // TmaConfigs really compiled each config, session 10. It was removed, its cause not established.)
