@@ -189,6 +189,11 @@ TEST(CpuGemmPack, ConvTileRowsAlongOutputColumns) {
       if (u->op == Ops::DEFINE_ACC) accs++, lanes16 += u->dtype.count == 16;
     EXPECT_EQ(accs, c.accs) << k.to_program().src;
     EXPECT_EQ(lanes16, c.accs) << "vector accumulators along the output channels";
+    // under vector accumulators the loops and address math are 64-bit (renderer/cstyle.cpp index_only_uops): clang
+    // folds each broadcast's offset into its load, where int32 sign-extended every index
+    const std::string src = k.to_program().src;
+    EXPECT_NE(src.find("for (long ridx"), std::string::npos) << src;
+    EXPECT_EQ(src.find("for (int ridx"), std::string::npos) << src;
     const auto got = x.conv2d(w, std::nullopt, 1, {1}, {1}, {c.pad}).tolist<float>();
     Context ctx({{"NOOPT", 1}});
     EXPECT_EQ(got, x.conv2d(w, std::nullopt, 1, {1}, {1}, {c.pad}).tolist<float>());

@@ -239,7 +239,7 @@ class Vectorizer {
 // tile of 10 output columns x 32 output channels 400 apart): the stride between the runs, so each vector runs
 // across them (16 channels, the tile's vector accumulators over packed weights) where the runs would give
 // vectors of 8 + 2 columns (and accumulators along the columns, a broadcast weight per FMA). 0 otherwise.
-int64_t runs_stride(const std::map<int64_t, UOp>& by_off, int64_t max_lanes) {
+static int64_t runs_stride(const std::map<int64_t, UOp>& by_off, int64_t max_lanes) {
   std::vector<std::pair<int64_t, int64_t>> runs;   // (start, length)
   for (const auto& [off, _] : by_off) {
     if (!runs.empty() && off == runs.back().first + runs.back().second) runs.back().second++;

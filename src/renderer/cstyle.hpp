@@ -27,8 +27,9 @@ class CStyleLanguage : public Renderer {
   std::map<ScalarKind, std::string> type_map;
   std::string infinity = "INFINITY", nan = "NAN";
   std::map<AluOp, OpFn> code_for_op;
-  // the C type of int32 loop counters and index math that only addresses memory ("" keeps int): the CPU's
-  // "long" lets clang fold a load's index into its address (int32 sign-extends every load's index)
+  // the C type of int32 loop counters and index math that only addresses memory in a kernel with vector
+  // accumulators ("" keeps int): the CPU's "long" lets clang fold a load's index into its address (int32
+  // sign-extends every load's index)
   std::string wide_index_type;
 
   CStyleLanguage();
