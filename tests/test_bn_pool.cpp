@@ -149,7 +149,7 @@ TEST(BnPool, BatchnormBackwardReducesTheInputTwice) {
   MnistModel model;
   for (Tensor p : nn::state::get_parameters(model))
     if (p.requires_grad_opt() != false) p.requires_grad_();
-  Tensor x = Tensor::empty({512, 1, 28, 28}), y = Tensor::empty({512}, Opts{dtypes::int32, "CPU", false});
+  Tensor x = Tensor::empty({512, 1, 28, 28}), y = Tensor::empty({512}, Opts{dtypes::int32, "", false});
   Tensor::Train train;
   model(x).sparse_categorical_crossentropy(y).backward();
   Tensor g1 = *model.c1.weight.grad(), gw = *model.bn1.weight->grad(), gb = *model.bn1.bias->grad();

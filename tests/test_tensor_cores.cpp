@@ -949,7 +949,12 @@ template <int ND> static void tg_wgmma(float (&d)[ND], const unsigned* a, unsign
 // wgmma with both operands by descriptor (the TMA kernel): each thread's two A rows (warp w: rows 16w + lane/4, +8)
 // read from A's descriptor, K-major (TA 0: 128-byte rows, 8-row groups 1024 bytes apart) or M-major (TA 1: 128-byte
 // k rows of 64 A rows), the 128-byte swizzle on the address bits; B as tg_wgmma's tg_desc128 operand
+// wgmma is warpgroup-collective (.sync.aligned): the barriers keep the emulated threads together as the hardware's
+// converged warps are, so that no lane releases a ring slot (mbarrier arrive) before its warpgroup's slower lanes
+// have seen that slot's phase; without them a lane could miss a phase and wait on the parity forever
 template <int TA, int ND> static void tg_wgmma_ss(float (&d)[ND], unsigned long long da, unsigned long long db) {
+  emu_wgroup& w = *emu_g;
+  w.bar->arrive_and_wait();
   const int wi = emu_gtid / 32, l = emu_gtid % 32, g = l >> 2, t = l & 3;
   auto at = [](unsigned long long base, int row, int k, bool k_major) {
     unsigned long long ad = (base & ~(1ull << 63)) + (k_major ? (row / 8) * 1024 + (row % 8) * 128 + 2 * k : k * 128 + 2 * row);
@@ -962,6 +967,7 @@ template <int TA, int ND> static void tg_wgmma_ss(float (&d)[ND], unsigned long 
     for (int k = 0; k < 16; k++) s += at(da, row, k, TA == 0) * at(db, col, k, true);
     d[i] = s;
   }
+  w.bar->arrive_and_wait();
 }
 // warp-uniform values only (the kernels shuffle the warpgroup index from lane 0 so that ptxas sees it uniform)
 static int __shfl_sync(unsigned, int v, int) { return v; }
