@@ -483,3 +483,27 @@ TEST(ConvBackward, IntegerInputWeightGradientReadsNoWindowCopy) {
     EXPECT_LE(u8_written, f32_written + prod(c.x)) << "elements written by the kernels";
   }
 }
+
+// The weight gradient's reduce runs in blocks of images whose partial sums a second kernel adds; the blocks are the
+// GEMM kernel's first loop, the only one a CPU kernel runs on threads, so there are at least THREADS of them where
+// the batch allows (8 blocks of a 6x6 conv left 8 of 16 threads idle). Same values with any count.
+TEST(ConvBackward, WeightGradientBlocksCoverTheThreads) {
+  auto run = [](int64_t threads) {
+    Context ctx({{"THREADS", threads}});
+    Tensor x = F(data(32 * 16 * 6 * 6, 1), {32, 16, 6, 6}), w = F(data(24 * 16 * 9, 7), {24, 16, 3, 3}).requires_grad_();
+    (x.conv2d(w) * F(data(32 * 24 * 16, 11), {32, 24, 4, 4})).sum().backward();
+    int64_t blocks = 0;   // the partial sums: (blocks, cin, 3, 3, cout)
+    for (const ScheduleItem& si : w.grad()->schedule())
+      for (const auto& b : si.bufs)
+        if (b->size % (16 * 9 * 24) == 0 && b->size > 16 * 9 * 24) blocks = std::max(blocks, b->size / (16 * 9 * 24));
+    return std::make_pair(blocks, vals(*w.grad()));
+  };
+  auto [one, g1] = run(1);
+  auto [eight, g8] = run(8);
+  auto [many, g64] = run(64);
+  EXPECT_LE(one, 1) << "one thread: the batch fits one block (32 images x 16 positions)";
+  EXPECT_EQ(eight, 8);
+  EXPECT_EQ(many, 32) << "no more blocks than images";
+  expect_close(g8, g1, 1e-4f);
+  expect_close(g64, g1, 1e-4f);
+}

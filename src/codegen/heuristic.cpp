@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "cpu_threads.hpp"
 #include "codegen/kernel.hpp"
 
 namespace tg {
@@ -476,12 +477,6 @@ bool gpu_reduce(Kernel& k) {
       }
   }
   return false;
-}
-
-// the CPU runtime's thread count (THREADS, else all cores): codegen doesn't reach into the runtime
-int64_t cpu_threads() {
-  const int64_t n = getenv("THREADS", 0);
-  return n > 0 ? n : std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 // the L2 size per core (CPU_L2 overrides it: tests, other machines)

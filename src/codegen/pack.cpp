@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cpu_threads.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 
@@ -27,12 +28,6 @@ int64_t l2_bytes() {
     return v > 0 ? static_cast<int64_t>(v) : int64_t{1} << 20;
   }();
   return getenv("CPU_L2", l2);
-}
-
-// the CPU runtime's thread count (THREADS, else all cores), as the heuristics see it
-int64_t cpu_threads() {
-  const int64_t n = getenv("THREADS", 0);
-  return n > 0 ? n : std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
 // The ast with every ShapeTracker's axis v split into (shape[v] / nc, nc), the reduce axes moved

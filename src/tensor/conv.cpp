@@ -15,6 +15,7 @@
 #include <functional>
 #include <numeric>
 
+#include "cpu_threads.hpp"
 #include "tensor/function.hpp"
 
 namespace tg {
@@ -301,9 +302,12 @@ Tensor weight_grad(const Tensor& x_pad, const Tensor& g, const Shape& K, const S
   const Shape O = panel ? Shape(g.shape().begin() + 3, g.shape().end() - 1) : Shape(g.shape().begin() + 2, g.shape().end());
   int64_t per_image = 1;
   for (int64_t v : O) per_image *= v;
-  int64_t blk = 1;   // images per block: the largest divisor of bs within the budget
+  // images per block: the largest divisor of bs within the budget that leaves a block per CPU thread (the blocks are
+  // the kernel's first loop, the only one that runs on threads: 8 blocks of a 6x6 conv left 8 of 16 threads idle)
+  const int64_t min_blocks = g.device().rfind("CPU", 0) == 0 ? cpu_threads() : 1;
+  int64_t blk = 1;
   for (int64_t b = 1; b <= bs; b++)
-    if (bs % b == 0 && b * per_image <= kReduceBlock) blk = b;
+    if (bs % b == 0 && b * per_image <= kReduceBlock && bs / b >= min_blocks) blk = b;
   const int64_t nb = bs / blk;
   Tensor xw = detail::pool(xp, K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
   // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
