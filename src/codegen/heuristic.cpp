@@ -7,10 +7,8 @@
 
 #include <unistd.h>
 
-#include <thread>
-
-#include "cpu_threads.hpp"
 #include "codegen/kernel.hpp"
+#include "cpu_threads.hpp"
 
 namespace tg {
 

@@ -7,7 +7,6 @@
 #include <functional>
 #include <iostream>
 #include <numeric>
-#include <thread>
 #include <unordered_map>
 
 #include "cpu_threads.hpp"

@@ -279,9 +279,10 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
   for (auto& [_, by_off] : groups) {
     std::map<int64_t, UOp> left;   // stores no contiguous run took: tried as strided lanes below
     std::vector<UOp> run;
+    // one buffer's stores: one dtype
+    const int64_t max_lanes = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, by_off.begin()->second->src[2]->dtype.itemsize()));
     auto flush = [&] {
       size_t i = 0;
-      const int64_t max_lanes = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, run.empty() ? 1 : run[0]->src[2]->dtype.itemsize()));
       while (i < run.size()) {
         size_t w = 1;
         while (w * 2 <= run.size() - i && static_cast<int64_t>(w * 2) <= max_lanes) w *= 2;
@@ -299,7 +300,9 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
       }
       run.clear();
     };
-    const int64_t max_lanes = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, by_off.begin()->second->src[2]->dtype.itemsize()));
+    // Lanes stored a constant stride apart (a conv's output channels, vectorized over packed weights):
+    // the value is still one vector (its accumulator a vector register); each lane is stored alone. The
+    // stride: across short equal runs (runs_stride), else the smallest gap between the stores no run took.
     int64_t stride = runs_stride(by_off, max_lanes);
     if (stride > 0) {
       left = by_off;
@@ -310,13 +313,10 @@ UOp vectorize_stores(const UOp& sink_in, int64_t max_bytes) {
         run.push_back(st), prev = off;
       }
       flush();
-    }
-    // Lanes stored a constant stride apart (a conv's output channels, vectorized over packed weights):
-    // the value is still one vector (its accumulator a vector register); each lane is stored alone.
-    const bool across_runs = stride > 0;
-    for (auto it = left.begin(); !across_runs && it != left.end() && std::next(it) != left.end(); ++it) {
-      const int64_t d = std::next(it)->first - it->first;
-      if (stride == 0 || d < stride) stride = d;
+      for (auto it = left.begin(); it != left.end() && std::next(it) != left.end(); ++it) {
+        const int64_t d = std::next(it)->first - it->first;
+        if (stride == 0 || d < stride) stride = d;
+      }
     }
     while (!left.empty()) {
       std::vector<UOp> lanes_st;

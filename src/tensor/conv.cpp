@@ -252,10 +252,10 @@ bool narrow_input_grad(const Tensor& x, const Tensor& g, const Tensor& w, int gr
 }
 
 // Where the input gradient's rows are a multiple of 8 or 10 wide, grad_output's last dim is padded in its
-// copy and only the other dims read as a view: the CPU heuristics then tile 8-12 of dx's columns x 2 vectors of
-// input channels (heuristic.cpp contiguous_tile_rows, whose row counts these are: every broadcast of a reduce step
-// from one row of one image),
-// where the column gates allowed only 8 images as the rows; the row taps are still narrowed. It multiplies the
+// copy and only the other dims read as a view: the CPU heuristics then tile 8 or 10 of dx's columns x 2 vectors
+// of input channels (heuristic.cpp contiguous_tile_rows, whose row counts these are: every broadcast of a reduce
+// step from one row of one image), where the column gates allowed only 8 images as the rows; the row taps are
+// still narrowed. It multiplies the
 // padding's zeros along the rows only: conv2d_bw's (24 wide from 20) 1.2x the useful multiply-adds, not 1.44x.
 // CONV_DX_COLUMNS=0: every dim a view.
 bool padded_columns(int64_t width, size_t n) {
