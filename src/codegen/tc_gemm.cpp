@@ -62,6 +62,7 @@ bool is_mul(const UOp& u) { return u->op == Ops::ALU && u->is<BinaryOps>() && u-
 void need(bool c) {
   if (!c) throw NotCovered{};
 }
+std::string S(int64_t v) { return std::to_string(v); }
 
 // the axes' (size, stride) in v, adjacent ones merged where the outer stride is the inner's extent
 Dims merged_dims(const View& v, const std::vector<int>& axes, const Shape& full) {
@@ -171,12 +172,60 @@ Plan plan(const Kernel& k) {
   return p;
 }
 
+// ------------------------------------------------------------------ shape-generic kernels: int arguments
+
+// The int arguments of a shape-generic kernel (the TMA one): every size and stride its source would otherwise hold as
+// a constant is a parameter `const int tg_<name>` with its value in RenderedProgram::arg_vals, so that GEMMs which
+// differ only in shape render one source and share its binary. What stays in the text is the config: dtypes, layouts,
+// the tile config, the epilogue's ops, and which strides are 0 or 1 (those decide the text's form: vector stores,
+// coalescing). A tensor-map field refers to argument i as -(1 + i) (runtime/cuda.cpp reads it from the launch's ints).
+struct Args {
+  std::vector<std::pair<std::string, int64_t>> list;   // parameter, value; in order of first use
+  std::vector<UOp> trackers;                           // the epilogue's SHAPETRACKERs in order of first use
+
+  std::string operator()(const std::string& name, int64_t v) {
+    const std::string n = "tg_" + name;
+    for (const auto& [m, x] : list)
+      if (m == n) {
+        TG_ASSERT(x == v, "tc_gemm: argument " + n + " bound to " + std::to_string(x) + " and " + std::to_string(v));
+        return n;
+      }
+    need(v >= -(int64_t{1} << 31) && v < (int64_t{1} << 31));   // the launch passes ints
+    list.push_back({n, v});
+    return n;
+  }
+  long long ref(const std::string& name, int64_t v) {
+    const std::string n = (*this)(name, v);
+    for (size_t i = 0; i < list.size(); i++)
+      if (list[i].first == n) return -1 - static_cast<long long>(i);
+    TG_ASSERT(false, "tc_gemm: argument " + n + " lost");
+    return 0;
+  }
+  int tracker(const UOp& st) {
+    for (size_t i = 0; i < trackers.size(); i++)
+      if (trackers[i] == st) return static_cast<int>(i);
+    trackers.push_back(st);
+    return static_cast<int>(trackers.size()) - 1;
+  }
+  std::string params() const {
+    std::string s;
+    for (const auto& [n, v] : list) s += ", const int " + n;
+    return s;
+  }
+  std::vector<int64_t> values() const {
+    std::vector<int64_t> v;
+    for (const auto& [n, x] : list) v.push_back(x);
+    return v;
+  }
+};
+
 // ------------------------------------------------------------------ the epilogue: AST after the reduce -> C
 
 struct Epilogue {
   const CStyleLanguage& r;
   const Plan& p;
   std::vector<UOp> idxs;   // per axis of the output: em, en, eb<i>, or 0
+  Args* args = nullptr;    // shape-generic: sizes and strides as arguments (generic_index)
 
   // an ALU node in the renderer's syntax, its sources rendered by src (index math or values)
   template <class F>
@@ -197,7 +246,40 @@ struct Epilogue {
       default: throw NotCovered{};
     }
   }
+  // axis i's index as the generic kernel forms it: em / en for a single M / N axis, else its digit of the flat index
+  // (the sizes as arguments), eb<j> for batch axis j
+  std::string digit(int i) const {
+    for (auto [axes, flat] : {std::pair{&p.m_axes, "em"}, std::pair{&p.n_axes, "en"}}) {
+      auto at = std::find(axes->begin(), axes->end(), i);
+      if (at == axes->end()) continue;
+      std::string inner;
+      for (auto it = at + 1; it != axes->end(); ++it) inner += (inner.empty() ? "" : " * ") + (*args)("d" + S(*it), p.full[*it]);
+      std::string d = inner.empty() ? std::string(flat) : "(" + std::string(flat) + " / (" + inner + "))";
+      return at == axes->begin() ? d : "(" + d + " % " + (*args)("d" + S(i), p.full[i]) + ")";
+    }
+    auto it = std::find(p.batch_axes.begin(), p.batch_axes.end(), i);
+    TG_ASSERT(it != p.batch_axes.end(), "tc_gemm: output axis " + std::to_string(i) + " is neither M, N nor batch");
+    return "eb" + S(it - p.batch_axes.begin());
+  }
+  // a single unmasked view's element index with its offset and strides other than 0 and 1 as arguments (nothing for
+  // other trackers: they keep their constants, correct for this shape only, as the text shows)
+  std::optional<std::string> generic_index(const UOp& stu) const {
+    const ShapeTracker st = st_of(stu).simplify();
+    if (st.views.size() != 1 || st.views[0].mask || st.symbolic()) return std::nullopt;
+    const View& v = st.views[0];
+    const std::string t = "e" + S(args->tracker(stu)) + "_";
+    std::string s;
+    for (int i = 0; i < static_cast<int>(v.shape.size()); i++) {
+      if (v.shape[i] == 1 || v.strides[i] == 0) continue;
+      const std::string d = digit(i);
+      s += (s.empty() ? "" : " + ") + (v.strides[i] == 1 ? d : d + " * " + (*args)(t + "s" + S(i), v.strides[i]));
+    }
+    if (v.offset != 0) s += (s.empty() ? "" : " + ") + (*args)(t + "o", v.offset);
+    return s.empty() ? "0" : s;
+  }
   std::pair<std::string, std::optional<std::string>> indexed(const UOp& st) const {
+    if (args)
+      if (auto g = generic_index(st)) return {*g, std::nullopt};
     auto [idx, valid] = to_indexed_uops(st_of(st), idxs);
     idx = simplify(idx), valid = simplify(valid);
     std::optional<std::string> v;
@@ -272,7 +354,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
   return s;
 }
-std::string S(int64_t v) { return std::to_string(v); }
 
 // the epilogue's guard for an output element (em, en) of a tile_m x tile_n block tile: only the dims the tiles
 // don't divide need one (the unrolled epilogue's compares were a third of NVRTC's time for a 1536^3 GEMM)
@@ -426,7 +507,7 @@ struct Opening {
 };
 Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname, int threads, int min_blocks, int64_t tiles_m,
                 int64_t tiles_n, int64_t tile_m, int64_t tile_n, const std::string& extra_helpers, const std::string& extra_params = "",
-                bool block_tile = true) {
+                bool block_tile = true, Args* args = nullptr) {
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   std::vector<UOp> globals(1 + [&] {
     int64_t mx = 0;
@@ -444,7 +525,7 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
     const bool out = globals[i] == p.store->src[0];
     params.push_back(std::string(out ? "" : "const ") + r.render_dtype(dt) + "* __restrict__ data" + S(static_cast<int64_t>(i)));
   }
-  Epilogue epi{r, p, {}};
+  Epilogue epi{r, p, {}, args};
   for (int i = 0; i < static_cast<int>(p.full.size()); i++) {
     auto var = [&](const std::string& nm, int64_t n) {
       return UOp(Ops::DEFINE_VAR, dtypes::int32, {UOp::const_(dtypes::int32, int64_t{0}), UOp::const_(dtypes::int32, n - 1)}, nm);
@@ -508,7 +589,7 @@ Opening opening(const Plan& p, const CStyleLanguage& r, const std::string& fname
 struct Staged {
   bool s_is_b;
   int bs, cols;                       // S columns per warp, per chunk
-  int64_t tile_m, tile_n;             // the block tile as M x N (in_bounds)
+  std::string guard;                  // the output element (em, en)'s bounds check, opening a block
   std::string stage, rbase, sbase;    // this warp's float* stage; its first R row and the tile's first S column
 };
 // can runs of 8 output elements along `axes` (M's or N's, the kernel's split axes) be stored as 16-byte vectors?
@@ -559,11 +640,11 @@ std::string staged_epilogue(const Plan& p, const Opening& o, const Staged& e, co
   one += in + "const int j = ls >> 3, l = ((lr & 7) << 2) | ((ls & 7) >> 1), q = ((lr >> 3) << 1) | (ls & 1);\n";
   one += coords(in, "lr", "ls") + in + "const float acc = tg_ep[" + slot("j", "l") + " * 4 + q];\n";
   if (!vec) {
-    s += ind + "    {\n" + one + in + in_bounds(p, e.tile_m, e.tile_n) + "\n" + in + "  " + o.store + "\n" + in + "}\n" + ind + "    }\n";
+    s += ind + "    {\n" + one + in + e.guard + "\n" + in + "  " + o.store + "\n" + in + "}\n" + ind + "    }\n";
   } else {
     // the run's first element gives the index and the guard (a run is all in or all out), then its 8 values
     const int n16 = vw * static_cast<int>(p.store->src[0]->dtype.base().itemsize()) / 16;
-    s += coords(ind + "    ", "lr0", "ls0") + ind + "    " + in_bounds(p, e.tile_m, e.tile_n) + "\n" + ind + "      uint4 tg_o[" + S(n16) + "];\n";
+    s += coords(ind + "    ", "lr0", "ls0") + ind + "    " + e.guard + "\n" + ind + "      uint4 tg_o[" + S(n16) + "];\n";
     s += "#pragma unroll\n" + ind + "      for (int u = 0; u < " + S(vw) + "; u++) {\n" + one + in + "reinterpret_cast<" + o.out_type + "*>(tg_o)[u] = " +
          o.vec->second + ";\n" + ind + "      }\n";
     s += ind + "      uint4* tg_g = reinterpret_cast<uint4*>(&data" + S(p.store->src[0]->as<int64_t>()) + "[" + o.vec->first + "]);\n";
@@ -827,23 +908,29 @@ struct TmaMap {
   std::vector<int> batch;   // indices into Plan::batch_axes
   int rank = 0;
 };
-std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, int box_rows) {
+// The sizes, strides (in elements) and offset are arguments of the generic kernel (Args::ref, rows_arg names rows).
+std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, const std::string& rows_arg, int box_rows, Args& a) {
   const int64_t es = p.tc.dtype_in.itemsize();
   if (!o.linear()) return std::nullopt;   // a conv's window view: the cp.async kernel gathers it
-  std::vector<long long> dims, strides, box;
-  if (o.k_major) dims = {p.K, rows}, strides = {o.s_row * es}, box = {kTmaBK, box_rows};
-  else dims = {rows, p.K}, strides = {o.s_k * es}, box = {64, kTmaBK};
+  std::vector<long long> strides, box;
+  if (o.k_major) strides = {o.s_row}, box = {kTmaBK, box_rows};
+  else strides = {o.s_k}, box = {64, kTmaBK};
   TmaMap m;
   for (size_t i = 0; i < o.s_batch.size(); i++)
-    if (o.s_batch[i] != 0) dims.push_back(p.full[p.batch_axes[i]]), strides.push_back(o.s_batch[i] * es), box.push_back(1),
-                           m.batch.push_back(static_cast<int>(i));
-  m.rank = static_cast<int>(dims.size());
+    if (o.s_batch[i] != 0) strides.push_back(o.s_batch[i]), box.push_back(1), m.batch.push_back(static_cast<int>(i));
+  m.rank = static_cast<int>(strides.size()) + 1;
   if (m.rank > 5) return std::nullopt;
   for (long long st : strides)
-    if (st % 16 != 0 || st <= 0 || st >= (1ll << 40)) return std::nullopt;
+    if ((st * es) % 16 != 0 || st <= 0 || st * es >= (1ll << 40) || st >= (1ll << 31)) return std::nullopt;
   if ((o.off * es) % 16 != 0) return std::nullopt;
+  const std::string b = S(o.buf->as<int64_t>());
+  std::vector<long long> dims = o.k_major ? std::vector<long long>{a.ref("K", p.K), a.ref(rows_arg, rows)}
+                                          : std::vector<long long>{a.ref(rows_arg, rows), a.ref("K", p.K)};
+  for (int i : m.batch) dims.push_back(a.ref("B" + S(i), p.full[p.batch_axes[i]]));
+  for (size_t i = 0; i < strides.size(); i++) strides[i] = a.ref("t" + b + "_s" + S(static_cast<int64_t>(i)), strides[i]);
   dims.resize(5, 1), strides.resize(4, 0), box.resize(5, 1);
-  m.fields = {o.buf->as<int64_t>(), 1 /* UINT16: fp16 and bf16 copy as bits */, m.rank, 3 /* SWIZZLE_128B */, o.off * es};
+  m.fields = {o.buf->as<int64_t>(), 1 /* UINT16: fp16 and bf16 copy as bits */, m.rank, 3 /* SWIZZLE_128B */,
+              o.off == 0 ? 0 : a.ref("t" + b + "_o", o.off)};
   m.fields.insert(m.fields.end(), dims.begin(), dims.end());
   m.fields.insert(m.fields.end(), strides.begin(), strides.end());
   m.fields.insert(m.fields.end(), box.begin(), box.end());
@@ -876,11 +963,14 @@ std::string tma_k_steps(const Operand& R, const TmaCfg& c, const std::string& ti
   return s + "#pragma unroll\n        for (int kk = 0; kk < 4; kk++) tg_wgmma(d, af[kk], tg_desc128(ss + kk * 16));\n";
 }
 
+// Shape-generic: M, N, K, the batch sizes, the tensor maps' sizes and strides and the epilogue's strides are int
+// arguments (args, filled by tma_map before and by the rendering here), so the text depends on the config only.
 std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, const std::string& fname, bool s_is_b,
-                       const TmaMap& mr, const TmaMap& ms) {
+                       const TmaMap& mr, const TmaMap& ms, Args& args) {
   const Operand& R = s_is_b ? p.a : p.b;   // through registers (by descriptor where rolled); S (K-major) by descriptor
-  const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
-  const int64_t tiles_r = (rdim + c.br() - 1) / c.br(), tiles_s = (sdim + c.bs - 1) / c.bs, kt_n = (p.K + kTmaBK - 1) / kTmaBK;
+  const std::string M = args("M", p.M), N = args("N", p.N), K = args("K", p.K), rdim = s_is_b ? M : N, sdim = s_is_b ? N : M;
+  std::vector<std::string> bdims;   // the batch axes' sizes
+  for (size_t i = 0; i < p.batch_axes.size(); i++) bdims.push_back(args("B" + S(static_cast<int64_t>(i)), p.full[p.batch_axes[i]]));
   const std::string tin = r.render_dtype(p.tc.dtype_in);
   std::string fns = tma_fn(mr.rank);
   if (ms.rank != mr.rank) fns += tma_fn(ms.rank);
@@ -892,16 +982,19 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   li.insert(li.end(), ms.fields.begin(), ms.fields.end());
   std::string lis;
   for (size_t i = 0; i < li.size(); i++) lis += (i ? ", " : "") + std::to_string(li[i]);
-  Opening o = opening(p, r, fname, c.threads(), 1, tiles_r, tiles_s, c.br(), c.bs, helpers,
-                      ", const __grid_constant__ tg_tmap tm_r, const __grid_constant__ tg_tmap tm_s", false);
+  // the int parameters go between the buffers and the tensor maps (the launch passes bufs, ints, maps); they are
+  // known once the epilogue is rendered
+  const std::string kArgs = "/*TG_ARGS*/";
+  Opening o = opening(p, r, fname, c.threads(), 1, 0, 0, c.br(), c.bs, helpers,
+                      kArgs + ", const __grid_constant__ tg_tmap tm_r, const __grid_constant__ tg_tmap tm_s", false, &args);
   const size_t sig = o.src.find("extern \"C\" __global__");
   o.src.insert(sig, "extern \"C\" __device__ long long tg_launch[" + S(static_cast<int64_t>(li.size())) + "] = {" + lis + "};\n");
   std::string s = o.src;
-  const int64_t stage_r = int64_t{c.br()} * kTmaBK, stage_s = int64_t{c.bs} * kTmaBK, ntb = tiles_r * tiles_s;
+  const int64_t stage_r = int64_t{c.br()} * kTmaBK, stage_s = int64_t{c.bs} * kTmaBK;
   s += "  // TMA + mbarrier ring: block tile " + S(c.br()) + "x" + S(c.bs) + "x64, " + S(c.stages) + " stages, 1 producer + " +
        S(c.consumers) + " consumer warpgroups of wgmma m64n" + S(c.bs) + "k16 (" +
        (ss ? std::string("both by descriptor, rolled") : std::string(s_is_b ? "A" : "B") + " through registers") + "), " +
-       "persistent grid; M=" + S(p.M) + " N=" + S(p.N) + " K=" + S(p.K) + " batch=" + S(p.batch) + "\n";
+       "persistent grid; the shape in int arguments\n";
   s += "  extern __shared__ unsigned char tg_dsmem[];\n";
   s += "  unsigned char* tg_base = tg_dsmem + ((1024 - (tg_smem_u32(tg_dsmem) & 1023)) & 1023);   // SW128 tiles: 1024-byte aligned\n";
   s += "  " + tin + "* tg_sr = reinterpret_cast<" + tin + "*>(tg_base);\n";
@@ -910,16 +1003,18 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   s += "  unsigned long long* tg_empty = tg_full + " + S(c.stages) + ";\n";
   s += "  if (tid == 0) {\n    for (int i = 0; i < " + S(c.stages) + "; i++) tg_mbar_init(&tg_full[i], 1), tg_mbar_init(&tg_empty[i], " +
        S(c.consumers * 4) + ");\n    tg_mbar_init_fence();\n  }\n  __syncthreads();\n";
-  s += "  constexpr int KT = " + S(kt_n) + ", NT = " + S(ntb * p.batch) + ";\n";
+  std::string batch;
+  for (const std::string& b : bdims) batch += " * " + b;
+  s += "  const int KT = (" + K + " + " + S(kTmaBK - 1) + ") / " + S(kTmaBK) + ", TR = (" + rdim + " + " + S(c.br() - 1) + ") / " + S(c.br()) +
+       ", TS = (" + sdim + " + " + S(c.bs - 1) + ") / " + S(c.bs) + ", NTB = TR * TS, NT = NTB" + batch + ";\n";
   // a tile's coordinates: batch, then groups of 8 R tiles walking the S tiles
-  std::string tile = "      const int bt = tile / " + S(ntb) + ", tl = tile % " + S(ntb) + ", gw = " + S(8 * tiles_s) +
-                     ", g0 = (tl / gw) * 8, gsz = min(" + S(tiles_r) + " - g0, 8);\n";
+  std::string tile = "      const int bt = tile / NTB, tl = tile % NTB, gw = 8 * TS, g0 = (tl / gw) * 8, gsz = min(TR - g0, 8);\n";
   tile += "      const int r0 = (g0 + (tl % gw) % gsz) * " + S(c.br()) + ", s0 = ((tl % gw) / gsz) * " + S(c.bs) + ";\n";
-  int64_t rest = p.batch;
-  for (size_t i = 0; i < p.batch_axes.size(); i++) {
-    const int64_t n = p.full[p.batch_axes[i]];
-    rest /= n;
-    tile += "      const int eb" + S(static_cast<int64_t>(i)) + " = (bt / " + S(rest) + ") % " + S(n) + ";\n";
+  for (size_t i = 0; i < bdims.size(); i++) {
+    std::string rest;   // the later batch axes' sizes
+    for (size_t j = i + 1; j < bdims.size(); j++) rest += (rest.empty() ? "" : " * ") + bdims[j];
+    const std::string q = rest.empty() ? "bt" : "(bt / (" + rest + "))";
+    tile += "      const int eb" + S(static_cast<int64_t>(i)) + " = " + (i == 0 ? q : "(" + q + " % " + bdims[i] + ")") + ";\n";
   }
   tile += "      (void)bt;\n";
   auto bcoords = [&](const TmaMap& m) {
@@ -959,11 +1054,11 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   // the epilogue through each consumer warp's stage (after the barriers; the ring stays the producer's)
   const int cols = c.ep_cols();
   s += staged_epilogue(p, o,
-                       {s_is_b, c.bs, cols, s_is_b ? c.br() : c.bs, s_is_b ? c.bs : c.br(),
+                       {s_is_b, c.bs, cols, "if (em < " + M + " && en < " + N + ") {",
                         "reinterpret_cast<float*>(tg_empty + " + S(c.stages) + ") + (warp - 4) * " + S(stage_bytes(cols) / 4), "r0 + wr0", "s0"},
                        "      ");
   s += "    }\n  }\n}\n";
-  return s;
+  return replace_all(s, kArgs, args.params());
 }
 
 // TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid]" (sweeps); else by the number of tiles.
@@ -1106,13 +1201,19 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     // TMA copies 16-bit tiles of 64 k (tma_map): TF32 takes the cp.async wgmma kernel
     std::optional<TmaCfg> tc = wc && !p.tf32 ? choose_tma(p, s_is_b, cuda ? cuda->sms : 0) : std::nullopt;
     std::optional<TmaMap> mr, ms;
+    Args args;
     if (tc) {
       const int64_t rdim = s_is_b ? p.M : p.N, sdim = s_is_b ? p.N : p.M;
-      mr = tma_map(p, s_is_b ? p.a : p.b, rdim, tc->br()), ms = tma_map(p, s_is_b ? p.b : p.a, sdim, tc->bs);
+      (void)args("M", p.M), (void)args("N", p.N), (void)args("K", p.K);   // the first arguments, in this order
+      mr = tma_map(p, s_is_b ? p.a : p.b, rdim, s_is_b ? "M" : "N", tc->br(), args);
+      ms = tma_map(p, s_is_b ? p.b : p.a, sdim, s_is_b ? "N" : "M", tc->bs, args);
       if (!mr || !ms) tc.reset();
     }
     if (tc) {
-      prg.src = render_tma(p, *tc, *r, prg.function_name, s_is_b, *mr, *ms);
+      // one source for every shape of this config: the function's name holds no shape (the display name does)
+      prg.function_name = "tg_gemm_tma_" + S(tc->br()) + "x" + S(tc->bs);
+      prg.src = render_tma(p, *tc, *r, prg.function_name, s_is_b, *mr, *ms, args);
+      prg.arg_vals = args.values();
       prg.global_size = {tc->grid, 1, 1};
       prg.local_size = {tc->threads(), 1, 1};
     } else if (wc) {

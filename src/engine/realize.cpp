@@ -71,6 +71,23 @@ std::string trimmed(const std::string& s) {
   return b == std::string::npos ? o : o.substr(b, e - b + 1);
 }
 
+// The in-process program cache: binaries by compiler and source. Kernels of different ASTs can render one source
+// (tc_gemm.cpp's shape-generic GEMM takes its shape in arg_vals) while the method cache keys on the AST; with the
+// disk cache off (CACHELEVEL=0) each source still compiles once per process. clear_method_cache() empties it.
+std::mutex program_mu;
+std::unordered_map<std::string, std::string> program_libs;
+std::string compiled_lib(Compiler& c, const std::string& src) {
+  const std::string key = c.cachekey() + "\n" + src;
+  {
+    std::lock_guard<std::mutex> lock(program_mu);
+    if (auto it = program_libs.find(key); it != program_libs.end()) return it->second;
+  }
+  std::string lib = c.compile_cached(src);
+  std::lock_guard<std::mutex> lock(program_mu);
+  program_libs.emplace(key, lib);
+  return lib;
+}
+
 }  // namespace
 
 // ******************** runners ********************
@@ -84,7 +101,7 @@ CompiledRunner::CompiledRunner(RenderedProgram p_, std::optional<std::string> pr
   } else {
     profile::Span span("compile", p.function_name);
     try {
-      lib = dev.compiler().compile_cached(p.src);
+      lib = compiled_lib(dev.compiler(), p.src);
     } catch (const Error& e) {
       // the source the compiler rejected, kept for the user (the message names the file)
       const std::string path = write_temp("tg_" + p.function_name, dev.renderer_kind() == "CUDA" ? ".cu" : ".c", p.src);
@@ -113,6 +130,7 @@ std::optional<double> CompiledRunner::operator()(const std::vector<Buffer*>& buf
                   "] it was compiled for; use the same Variable (name and range) on every call");
     vals.push_back(static_cast<int>(it->second));
   }
+  for (int64_t a : p.arg_vals) vals.push_back(static_cast<int>(a));
   TG_ASSERT(static_cast<int>(ptrs.size()) >= p.n_bufs, "kernel " + p.function_name + " needs " + std::to_string(p.n_bufs) + " buffers");
   double et = (*clprg)(ptrs, global_size, local_size, vals, wait);
   if (wait) return et;
@@ -317,8 +335,12 @@ std::shared_ptr<Runner> get_kernel_runner(const std::string& device, const UOp& 
 }
 
 void clear_method_cache() {
-  std::lock_guard<std::mutex> lock(cache_mu);
-  method_cache.clear();
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    method_cache.clear();
+  }
+  std::lock_guard<std::mutex> lock(program_mu);
+  program_libs.clear();
 }
 size_t method_cache_size() {
   std::lock_guard<std::mutex> lock(cache_mu);

@@ -36,7 +36,8 @@ class Runner {
 
 class CompiledRunner : public Runner {
  public:
-  // Compiles p.src with the device's compiler (through the disk cache) unless precompiled is given.
+  // Compiles p.src with the device's compiler (through the in-process program cache by source, then the disk
+  // cache) unless precompiled is given. p.arg_vals are passed after the variables' values.
   explicit CompiledRunner(RenderedProgram p, std::optional<std::string> precompiled = std::nullopt);
   RenderedProgram p;
   std::string lib;
@@ -110,6 +111,7 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast);
 std::shared_ptr<CompiledRunner> get_runner(const std::string& device, const UOp& ast);
 // The runner of a KERNEL ast: get_runner's, or a PackedRunner when the CPU packs a GEMM operand (NOOPT doesn't)
 std::shared_ptr<Runner> get_kernel_runner(const std::string& device, const UOp& ast);
+// the method cache and the in-process program cache (compiled binaries by source) together
 void clear_method_cache();
 size_t method_cache_size();
 

@@ -78,6 +78,7 @@ JitReplay::JitReplay(std::vector<ExecItem> items, const std::vector<std::shared_
       k.var_slots.push_back(static_cast<size_t>(it - var_names_.begin()));
       k.args.vals.push_back(static_cast<int>(captured_vals.at(v)));
     }
+    for (int64_t a : cr->p.arg_vals) k.args.vals.push_back(static_cast<int>(a));   // after the variables' (var_slots index those)
     auto [global, local] = cr->p.launch_dims(captured_vals);
     if (local.empty()) local = {1, 1, 1};   // as CompiledRunner: "runtime chooses" is one thread per block
     k.args.global_size = std::move(global);

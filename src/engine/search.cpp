@@ -53,7 +53,7 @@ std::vector<Opt> make_actions() {
   return a;
 }
 
-// DEFINE_VAR values for timing: the middle of each range, in the program's (sorted) var order
+// DEFINE_VAR values for timing: the middle of each range, in the program's (sorted) var order, then its fixed arg_vals
 std::vector<int> var_vals_for(const Kernel& k, const RenderedProgram& p) {
   std::vector<int> vals;
   for (const std::string& name : p.vars) {
@@ -63,6 +63,7 @@ std::vector<int> var_vals_for(const Kernel& k, const RenderedProgram& p) {
         v = static_cast<int>((const_to_int(var->src[0].const_value()) + const_to_int(var->src[1].const_value())) / 2);
     vals.push_back(v);
   }
+  for (int64_t a : p.arg_vals) vals.push_back(static_cast<int>(a));
   return vals;
 }
 
@@ -123,7 +124,7 @@ std::vector<double> time_program(const Kernel& k, const RenderedProgram& p, cons
   int64_t factor = 1;
   const std::vector<int> vals = var_vals_for(k, p);
   std::unordered_map<std::string, int64_t> var_vals;
-  for (size_t i = 0; i < vals.size(); i++) var_vals[p.vars[i]] = vals[i];
+  for (size_t i = 0; i < p.vars.size(); i++) var_vals[p.vars[i]] = vals[i];
   auto [full_gs, ls] = p.launch_dims(var_vals);
   if (!max_global_size) gs = full_gs;
   else if (!k.opts->has_local) std::tie(gs, factor) = cpu_test_size(full_gs, p.op_estimate);

@@ -85,6 +85,9 @@ struct RenderedProgram {
   std::vector<UOp> global_dims, local_dims;   // the same sizes as UOps (symbolic when they use variables)
   std::vector<std::string> vars;              // DEFINE_VAR names, sorted: vals[] is passed in this order
   std::vector<std::pair<int64_t, int64_t>> var_ranges;   // each var's [min, max]: buffers are sized for max
+  // int arguments passed after the variables' values, fixed per program: a shape-generic template's sizes and
+  // strides (tc_gemm.cpp), so that GEMMs of one config render one source and share its binary
+  std::vector<int64_t> arg_vals;
   int n_bufs = 0;                             // DEFINE_GLOBALs: bufs[] holds buffer i at index i
   std::vector<int64_t> outs;                  // buffer indices the kernel stores to, sorted
   int64_t op_estimate = 0;                    // flops (index math excluded)

@@ -385,15 +385,31 @@ void launch_dims(const std::vector<int64_t>& global_size, const std::vector<int6
 // A kernel may describe its launch in a module global `tg_launch` (long long[]; the tensor-core GEMM template
 // does): {1, dynamic shared bytes, number of tensor maps, then per map kMapFields values: buffer index, data
 // type (CUtensorMapDataType), rank, swizzle (CUtensorMapSwizzle), byte offset into the buffer, dims[5],
-// byte strides of dims 1..4, box[5]}. Dynamic shared memory above 48 KiB needs the function attribute; a tensor
-// map (cuTensorMapEncodeTiled, TMA) holds the buffer's address, so it is encoded per launch and passed by value
-// (a __grid_constant__ parameter after the ints).
+// byte strides of dims 1..4, box[5]}. A negative offset, dim or stride -(1 + i) is the launch's int argument i
+// (vals[i]: the shape-generic GEMM's sizes and strides), offset and strides then counted in elements of the map's
+// data type. Dynamic shared memory above 48 KiB needs the function attribute; a tensor map (cuTensorMapEncodeTiled,
+// TMA) holds the buffer's address, so it is encoded per launch and passed by value (a __grid_constant__ parameter
+// after the ints).
 struct TensorMapSpec {
   int buf = 0, dtype = 0, rank = 0, swizzle = 0;
-  long long offset = 0;
-  unsigned long long dims[5] = {}, strides[4] = {};
+  long long offset = 0, dims[5] = {}, strides[4] = {};
   unsigned box[5] = {};
 };
+// bytes of an element of CUtensorMapDataType t (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32,
+// FLOAT64, BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)
+long long tensor_map_elem_bytes(int t) {
+  static const long long bytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  TG_ASSERT(t >= 0 && t < 13, "tensor map data type " + std::to_string(t));
+  return bytes[t];
+}
+// a tg_launch field: itself, or (negative) int argument -(1 + f) of the launch times scale
+unsigned long long launch_field(long long f, const std::vector<int>& vals, long long scale, const std::string& name) {
+  if (f >= 0) return static_cast<unsigned long long>(f);
+  const size_t i = static_cast<size_t>(-(f + 1));
+  TG_ASSERT(i < vals.size() && vals[i] >= 0, "kernel " + name + ": tensor map field refers to int argument " + std::to_string(i) + " of " +
+                                                 std::to_string(vals.size()));
+  return static_cast<unsigned long long>(vals[i]) * static_cast<unsigned long long>(scale);
+}
 struct alignas(64) TensorMap { unsigned long long v[16]; };
 struct LaunchInfo {
   static constexpr int kMapFields = 19;
@@ -417,8 +433,8 @@ std::optional<LaunchInfo> read_launch_info(CUmodule module, const std::string& n
     TensorMapSpec t;
     t.buf = static_cast<int>(f[0]), t.dtype = static_cast<int>(f[1]), t.rank = static_cast<int>(f[2]), t.swizzle = static_cast<int>(f[3]);
     t.offset = f[4];
-    for (int i = 0; i < 5; i++) t.dims[i] = static_cast<unsigned long long>(f[5 + i]), t.box[i] = static_cast<unsigned>(f[14 + i]);
-    for (int i = 0; i < 4; i++) t.strides[i] = static_cast<unsigned long long>(f[10 + i]);
+    for (int i = 0; i < 5; i++) t.dims[i] = f[5 + i], t.box[i] = static_cast<unsigned>(f[14 + i]);
+    for (int i = 0; i < 4; i++) t.strides[i] = f[10 + i];
     TG_ASSERT(t.rank >= 1 && t.rank <= 5, "tg_launch of " + name + ": tensor map rank " + std::to_string(t.rank));
     li.maps.push_back(t);
   }
@@ -463,7 +479,7 @@ class CUDAProgram : public RuntimeProgram {
     {
       std::optional<profile::Span> enc;
       if (first && !info_.maps.empty()) enc.emplace("tensor_map_encode", name_);
-      encode_maps(bufs, maps, extra);
+      encode_maps(bufs, vals, maps, extra);
     }
     ParamSlots params(bufs, vals, extra);
     unsigned g[3], l[3];
@@ -484,15 +500,19 @@ class CUDAProgram : public RuntimeProgram {
     return ms * 1e-3;
   }
   // the kernel's tensor maps for these buffers (extra: a pointer to each, for ParamSlots); maps is sized once
-  void encode_maps(const std::vector<void*>& bufs, std::vector<TensorMap>& maps, std::vector<void*>& extra) const {
+  void encode_maps(const std::vector<void*>& bufs, const std::vector<int>& vals, std::vector<TensorMap>& maps, std::vector<void*>& extra) const {
     if (info_.maps.empty()) return;
     maps.resize(info_.maps.size());
     for (size_t i = 0; i < info_.maps.size(); i++) {
       const TensorMapSpec& t = info_.maps[i];
       TG_ASSERT(t.buf >= 0 && static_cast<size_t>(t.buf) < bufs.size(), "kernel " + name_ + ": tensor map of buffer " + std::to_string(t.buf));
-      void* addr = static_cast<char*>(bufs[t.buf]) + t.offset;
+      const long long es = tensor_map_elem_bytes(t.dtype);
+      unsigned long long dims[5], strides[4];
+      for (int d = 0; d < 5; d++) dims[d] = launch_field(t.dims[d], vals, 1, name_);
+      for (int d = 0; d < 4; d++) strides[d] = launch_field(t.strides[d], vals, es, name_);
+      void* addr = static_cast<char*>(bufs[t.buf]) + launch_field(t.offset, vals, es, name_);
       const unsigned elem_strides[5] = {1, 1, 1, 1, 1};
-      if (CUresult r = api().cuTensorMapEncodeTiled(&maps[i], t.dtype, static_cast<unsigned>(t.rank), addr, t.dims, t.strides, t.box, elem_strides,
+      if (CUresult r = api().cuTensorMapEncodeTiled(&maps[i], t.dtype, static_cast<unsigned>(t.rank), addr, dims, strides, t.box, elem_strides,
                                                     0, t.swizzle, 2 /* L2 promotion 128B */, 0 /* OOB: zeros */);
           r != 0)
         fail(r, "cuTensorMapEncodeTiled for " + name_ + " buffer " + std::to_string(t.buf) +
@@ -536,7 +556,7 @@ class CUDAGraph : public DeviceGraph {
     TG_ASSERT(cp, "CUDAGraph: a kernel of another device in a CUDA graph");
     std::vector<TensorMap> maps;
     std::vector<void*> extra;
-    cp->encode_maps(args.bufs, maps, extra);
+    cp->encode_maps(args.bufs, args.vals, maps, extra);
     ParamSlots params(args.bufs, args.vals, extra);
     KernelNodeParams np = node_params(cp->function(), cp->shared_bytes(), args, params);
     CUgraphNode node = nullptr;
@@ -555,7 +575,7 @@ class CUDAGraph : public DeviceGraph {
     TG_ASSERT(exec_ && node < nodes_.size(), "CUDAGraph: update of node " + std::to_string(node) + " before instantiate or out of range");
     std::vector<TensorMap> maps;
     std::vector<void*> extra;
-    progs_[node]->encode_maps(args.bufs, maps, extra);
+    progs_[node]->encode_maps(args.bufs, args.vals, maps, extra);
     ParamSlots params(args.bufs, args.vals, extra);
     KernelNodeParams np = node_params(progs_[node]->function(), progs_[node]->shared_bytes(), args, params);
     check(api().cuGraphExecKernelNodeSetParams(exec_, nodes_[node], &np), "cuGraphExecKernelNodeSetParams");
