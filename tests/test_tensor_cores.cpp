@@ -871,6 +871,9 @@ static unsigned long long tg_desc128_mn(const void* p) { return reinterpret_cast
 #define __grid_constant__
 struct tg_tmap { const char* base; int rank; long long dims[5], strides[5]; int box[5]; };
 static thread_local emu_dim3 gridDim;
+// the shape-generic kernel's int arguments (RenderedProgram::arg_vals), set per launch: one build serves every shape
+static long long emu_argv[64];
+extern "C" void emu_set_args(const long long* a, int n) { for (int i = 0; i < n; i++) emu_argv[i] = a[i]; }
 static thread_local unsigned char* emu_dsmem;
 struct emu_bar { int expected = 0, pending = 0, phase = 0; long long tx = 0; };
 static std::mutex emu_bar_mu;
@@ -1097,6 +1100,7 @@ TEST(TCGemm, WarpEmulated) {
   std::mt19937 rng(11);
   struct EmuCase {
     const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; const char* tma = nullptr; bool tf32 = false;
+    int same_src = -1;   // the case whose source this one must render (the shape-generic TMA kernel), its build reused
   };
   std::vector<EmuCase> cases = {
       {"64-tile 128x96x64", last_ast(mat({128, 64}, dtypes::half).matmul(mat({64, 96}, dtypes::half))), 0, 64},
@@ -1128,6 +1132,15 @@ TEST(TCGemm, WarpEmulated) {
       {"TMA fp32 out", gemm_ast(72, 40, 136, dtypes::half, dtypes::float32, dtypes::float32), 2, 0, true, "1,64,2,1"},
       {"TMA 128x256 tiles, chunked stages", last_ast(mat({136, 72}, dtypes::half).matmul(mat({72, 200}, dtypes::half))), 2, 0, true,
        "2,256,4,1"},
+      // the shape-generic TMA kernel: other odd shapes of cases 10-12's configs render their source and run their build
+      // with other int arguments (M, N, K, batch, strides)
+      {"TMA generic: case 10's source at 200x40x88", last_ast(mat({200, 40}, dtypes::half).matmul(mat({40, 88}, dtypes::half))), 2, 0, true,
+       "2,128,3,2", false, 10},
+      {"TMA generic: case 11's source at 56x24x136",
+       last_ast((mat({56, 24}, dtypes::half).matmul(mat({136, 24}, dtypes::half).transpose()) + mat({136}, dtypes::half)).relu()), 2, 0, true,
+       "1,64,2,1", false, 11},
+      {"TMA generic: case 12's source at 3x40x24x72", last_ast(mat({3, 40, 24}, dtypes::half).matmul(mat({3, 24, 72}, dtypes::half))), 2, 0,
+       true, "2,64,2,1", false, 12},
       // a conv as an implicit GEMM: rows (n, y, x) and k (ky, kx*cin) gathered from the channels-last copies
       {"conv 3x3 pad 1, 64-tile", conv_ast({2, 16, 6, 6}, {64, 16, 3, 3}, 1, 1, false), 2, 64},
       {"conv stride 2 + bias + relu, 128-tile", conv_ast({3, 24, 9, 9}, {40, 24, 3, 3}, 2, 1, true), 2, 128},
@@ -1162,7 +1175,10 @@ TEST(TCGemm, WarpEmulated) {
   };
   static const CUDARenderer sm90r("sm_90");
   int idx = 0;
+  std::vector<std::string> srcs(cases.size());                 // each case's kernel source
+  std::map<std::string, std::unique_ptr<Emulator>> builds;     // emulations by source: a shared source builds once
   for (const EmuCase& c : cases) {
+    const size_t ci = static_cast<size_t>(&c - cases.data());
     // EMU_CASES=text runs only the cases whose name has it
     if (const std::string only = getenv_str("EMU_CASES"); !only.empty() && std::string(c.what).find(only) == std::string::npos) continue;
     SCOPED_TRACE(c.what);
@@ -1175,6 +1191,11 @@ TEST(TCGemm, WarpEmulated) {
     ASSERT_EQ(is_tf32(p), c.tf32) << p.src;
     ASSERT_EQ(p.src.find("SIMT fp32") != std::string::npos, std::string(c.what).rfind("SIMT", 0) == 0) << p.src;
     ASSERT_EQ(p.src.find("cp.async.bulk.tensor") != std::string::npos, c.tma != nullptr) << p.src;
+    srcs[ci] = p.src;
+    if (c.same_src >= 0 && !srcs[c.same_src].empty()) {
+      EXPECT_EQ(p.src, srcs[c.same_src]);
+      EXPECT_NE(p.arg_vals, template_program(cases[c.same_src].ast, sm90r).arg_vals);   // the shape is in the arguments
+    }
     std::string src = p.src;
     for (const char* inc : {"#include <cuda_fp16.h>", "#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fffffff))"})
       if (size_t at = src.find(inc); at != std::string::npos) src.erase(at, std::string(inc).size());
@@ -1184,23 +1205,37 @@ TEST(TCGemm, WarpEmulated) {
     if (size_t at = src.find("extern __shared__ unsigned char tg_dsmem[];"); at != std::string::npos) {
       // TMA kernel: dynamic shared memory from tg_launch[1], the two tensor maps from its fields (runtime/cuda.cpp)
       src.replace(at, std::string("extern __shared__ unsigned char tg_dsmem[];").size(), "unsigned char* tg_dsmem = emu_dsmem;");
+      // the int arguments (M, N, K, ...) between the buffers and the maps, as the runtime passes them
+      for (size_t i = 0; i < p.arg_vals.size(); i++) args += ", int(emu_argv[" + std::to_string(i) + "])";
       args += ", emu_map(0, bufs), emu_map(1, bufs)";
       dsmem = "tg_launch[1]";
+      // a negative field is int argument -(1 + f), offset and strides then in elements (2 bytes)
       src += R"(
 static tg_tmap emu_map(int i, void** bufs) {
   const long long* f = tg_launch + 3 + 19 * i;
-  tg_tmap m{static_cast<const char*>(bufs[f[0]]) + f[4], int(f[2]), {}, {2}, {}};
-  for (int d = 0; d < 5; d++) m.dims[d] = f[5 + d], m.box[d] = int(f[14 + d]);
-  for (int d = 1; d < 5; d++) m.strides[d] = f[9 + d];
+  auto v = [](long long x, long long scale) { return x >= 0 ? x : emu_argv[-x - 1] * scale; };
+  tg_tmap m{static_cast<const char*>(bufs[f[0]]) + v(f[4], 2), int(f[2]), {}, {2}, {}};
+  for (int d = 0; d < 5; d++) m.dims[d] = v(f[5 + d], 1), m.box[d] = int(f[14 + d]);
+  for (int d = 1; d < 5; d++) m.strides[d] = v(f[9 + d], 2);
   return m;
 }
 )";
     }
     src = std::string(kGemmEmuShim) + src + "\n#define EMU_KERNEL " + p.function_name + "\n#define EMU_ARGS " + args +
           "\n#define EMU_DSMEM_BYTES " + dsmem + "\n" + kGemmEmuLaunch;
-    const Emulator emu(src, "tg_gemm_emu_" + std::to_string(idx++));
-    ASSERT_TRUE(emu.launch) << src;
-    const EmuLaunch launch = emu.launch;
+    const bool built = builds.count(src) != 0;
+    EXPECT_EQ(built, c.same_src >= 0 && !srcs[c.same_src].empty()) << "a shared source builds once, another builds its own";
+    std::unique_ptr<Emulator>& emu = builds[src];
+    if (!emu) emu = std::make_unique<Emulator>(src, "tg_gemm_emu_" + std::to_string(idx++));
+    ASSERT_TRUE(emu->launch) << src;
+    const EmuLaunch launch = emu->launch;
+    if (!p.arg_vals.empty()) {
+      auto set_args = reinterpret_cast<void (*)(const long long*, int)>(dlsym(emu->h, "emu_set_args"));
+      ASSERT_TRUE(set_args != nullptr);
+      const std::vector<long long> a(p.arg_vals.begin(), p.arg_vals.end());
+      ASSERT_LE(a.size(), 64u);
+      set_args(a.data(), static_cast<int>(a.size()));
+    }
     // buffers: inputs small integers, the output poisoned
     AstEval ev;
     std::map<int64_t, std::pair<DType, int64_t>> globals;   // index -> (dtype, elements)
@@ -1249,6 +1284,97 @@ static tg_tmap emu_map(int i, void** bufs) {
     }
     EXPECT_EQ(bad, 0) << "of " << n << "\n" << p.src;
   }
+}
+
+// The TMA kernel is shape-generic: GEMMs of one config (dtypes, layouts, tile config, epilogue ops) render ONE source
+// with their shape in arg_vals (M, N, K first), so that a new shape reuses the compiled binary. The bench's shapes:
+// 1024 and 1280-1664 take the 64x128 tiles, 1792 and 1920 the 128x256 ones; odd shapes (1000^3: every tile edge
+// partial, K a partial k tile; 1000x520x1200) share the 64x128 source. NVRTC compiles it with the int parameters
+// between the buffers and the two tensor maps, as the runtime passes them. Fails on the old code (the shape was
+// compiled into the text: every shape its own source).
+TEST(TCGemm, ShapeGenericTmaSource) {
+  static const CUDARenderer sm90r("sm_90");
+  auto prog = [&](int64_t m, int64_t k, int64_t n) {
+    return template_program(last_ast(mat({m, k}, dtypes::half).matmul(mat({k, n}, dtypes::half))), sm90r);
+  };
+  const RenderedProgram small = prog(1536, 1536, 1536), big = prog(1792, 1792, 1792);
+  ASSERT_NE(small.src.find("cp.async.bulk.tensor"), std::string::npos) << small.src;
+  EXPECT_NE(small.src, big.src);
+  EXPECT_EQ(small.local_size[0], 256);
+  EXPECT_EQ(big.local_size[0], 384);
+  EXPECT_EQ(prog(1920, 1920, 1920).src, big.src);
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1024, 1024, 1024}, {1280, 1280, 1280}, {1408, 1408, 1408}, {1664, 1664, 1664},
+                                                          {1000, 1000, 1000}, {1000, 520, 1200}}) {
+    const RenderedProgram q = prog(m, k, n);
+    EXPECT_EQ(q.src, small.src) << m << "x" << k << "x" << n;
+    EXPECT_EQ(q.function_name, small.function_name);
+    ASSERT_GE(q.arg_vals.size(), 3u);
+    EXPECT_EQ(std::vector<int64_t>(q.arg_vals.begin(), q.arg_vals.begin() + 3), (std::vector<int64_t>{m, n, k}));
+    // the display name (DEBUG=2) keeps the shape; the function's name doesn't
+    EXPECT_NE(q.name, small.name);
+    EXPECT_EQ(q.function_name.find(std::to_string(n)), std::string::npos) << q.function_name;
+  }
+  for (const char* n : {"1536", "1408", "1664", "1280"}) EXPECT_EQ(small.src.find(n), std::string::npos) << n << " in\n" << small.src;
+  // batched with a bias + relu epilogue (3-d tensor maps, the batch sizes and the output's strides as arguments)
+  auto batched = [&](int64_t b, int64_t m, int64_t k, int64_t n) {
+    return template_program(last_ast((mat({b, m, k}, dtypes::half).matmul(mat({b, k, n}, dtypes::half)) + mat({n}, dtypes::half)).relu()), sm90r);
+  };
+  const RenderedProgram b1 = batched(4, 128, 64, 96), b2 = batched(2, 200, 40, 136);
+  EXPECT_EQ(b1.src, b2.src);
+  EXPECT_NE(b1.arg_vals, b2.arg_vals);
+  EXPECT_NE(b1.src, small.src);
+  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
+  for (const RenderedProgram* q : {&small, &big, &b1}) {
+    const std::string ptx = nvrtc().to_ptx(q->src, "sm_90a");
+    ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << ptx << "\n" << q->src;
+    // parameters: the buffers, one .u32 per argument, the two tensor maps (the last is param n_bufs + args + 1)
+    const std::string fn = q->function_name + "_param_";
+    const size_t last = q->n_bufs + q->arg_vals.size() + 1;
+    EXPECT_NE(ptx.find(fn + std::to_string(last)), std::string::npos) << ptx.substr(0, 4000);
+    EXPECT_EQ(ptx.find(fn + std::to_string(last + 1)), std::string::npos);
+    EXPECT_NE(ptx.find(".param .u32 " + fn + std::to_string(q->n_bufs)), std::string::npos) << ptx.substr(0, 4000);
+  }
+}
+
+// The runtime side on the CPU: a program's arg_vals reach its int parameters after the variables' values, and a
+// second program with the same source (another shape's arguments) compiles nothing: CompiledRunner takes the first
+// one's binary from the in-process program cache, also with the disk cache off. Fails on the old code (no arg_vals;
+// every CompiledRunner compiled).
+TEST(TCGemm, ArgValsAndProgramCacheOnCpu) {
+  clear_method_cache();
+  Context ctx({{"CACHELEVEL", 0}});
+  RenderedProgram p;
+  p.name = p.function_name = "tg_args";
+  p.device = "CPU";
+  p.src = "void tg_args(float* data0, const int v, const int n, const int m) { data0[0] = (float)(v * 10000 + n * 100 + m); }\n"
+          "void tg_args_call(void** bufs, const int* vals, int core_lo, int core_hi) {\n"
+          "  (void)core_lo; (void)core_hi; tg_args((float*)bufs[0], vals[0], vals[1], vals[2]);\n}\n";
+  p.n_bufs = 1;
+  p.outs = {0};
+  p.vars = {"v"};
+  p.var_ranges = {{0, 9}};
+  p.arg_vals = {4, 2};
+  Buffer out("CPU", 1, dtypes::float32);
+  out.ensure_allocated();
+  auto result = [&](CompiledRunner& r, int64_t v) {
+    r({&out}, {{"v", v}}, true);
+    float f = 0;
+    out.copyout(&f, sizeof(f));
+    return f;
+  };
+  Compiler& comp = get_device("CPU").compiler();
+  const int64_t before = comp.compile_count;
+  CompiledRunner r1(p);
+  EXPECT_EQ(comp.compile_count, before + 1);
+  EXPECT_EQ(result(r1, 3), 30402.0f);
+  p.arg_vals = {7, 5};
+  CompiledRunner r2(p);
+  EXPECT_EQ(comp.compile_count, before + 1);   // the same source: its binary
+  EXPECT_EQ(r2.lib, r1.lib);
+  EXPECT_EQ(result(r2, 8), 80705.0f);
+  clear_method_cache();   // empties the program cache too
+  CompiledRunner r3(p);
+  EXPECT_EQ(comp.compile_count, before + 2);
 }
 
 // ---------------------------------------------------------------- on the GPU against the CPU
@@ -1445,4 +1571,32 @@ TEST(TensorCoresGPU, Conv2dImplicitGemm) {
   auto [gx, gw] = grads(x.to("CUDA"), w.to("CUDA"), r.to("CUDA"));
   EXPECT_LT(rel_err(gx, rx), 1e-2);
   EXPECT_LT(rel_err(gw, rw), 1e-2);
+}
+
+// A new shape of a config compiled already in the process compiles nothing (the disk cache off): the shape-generic
+// TMA kernel's binary is reused with other int arguments, and the results are right (odd M/N/K edges included).
+// Fails on the old code (each shape compiled its own kernel).
+TEST(TensorCoresGPU, NewShapeReusesTheTmaBinary) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
+  Tensor::manual_seed(20);
+  Context ctx({{"CACHELEVEL", 0}});
+  Compiler& comp = get_device("CUDA").compiler();
+  auto gemm = [&](int64_t m, int64_t k, int64_t n) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n));
+    Tensor a = (Tensor::randn({m, k}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+    Tensor b = (Tensor::randn({k, n}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+    Tensor ga = a.to("CUDA").realize(), gb = b.to("CUDA").realize();
+    const int64_t before = comp.compile_count;
+    Tensor c = ga.matmul(gb).realize();
+    const int64_t compiles = comp.compile_count - before;
+    EXPECT_LT(rel_err(to_floats(c), to_floats(a.cast(dtypes::float32).matmul(b.cast(dtypes::float32)))), 5e-3);
+    return compiles;
+  };
+  gemm(1536, 1536, 1536);
+  EXPECT_EQ(gemm(1000, 520, 1200), 0);
+  EXPECT_EQ(gemm(1408, 1408, 1408), 0);
+  EXPECT_EQ(gemm(1000, 1000, 1000), 0);
+  gemm(4096, 4096, 4096);   // the 128x256 tiles' config
+  EXPECT_EQ(gemm(2048, 1000, 3000), 0);
 }
