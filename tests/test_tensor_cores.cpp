@@ -1141,6 +1141,9 @@ TEST(TCGemm, WarpEmulated) {
        "1,64,2,1", false, 11},
       {"TMA generic: case 12's source at 3x40x24x72", last_ast(mat({3, 40, 24}, dtypes::half).matmul(mat({3, 24, 72}, dtypes::half))), 2, 0,
        true, "2,64,2,1", false, 12},
+      // a weight broadcast over a batch: M is two axes (the epilogue's digits of em by the sizes as arguments)
+      {"TMA generic: 3x40x24 @ 24x72, M over two axes", last_ast(mat({3, 40, 24}, dtypes::half).matmul(mat({24, 72}, dtypes::half))), 2, 0, true,
+       "1,64,2,1"},
       // a conv as an implicit GEMM: rows (n, y, x) and k (ky, kx*cin) gathered from the channels-last copies
       {"conv 3x3 pad 1, 64-tile", conv_ast({2, 16, 6, 6}, {64, 16, 3, 3}, 1, 1, false), 2, 64},
       {"conv stride 2 + bias + relu, 128-tile", conv_ast({3, 24, 9, 9}, {40, 24, 3, 3}, 2, 1, true), 2, 128},
