@@ -6,6 +6,8 @@
 // M and N edges are predicated (zero-filled copies, guarded stores); K needs only a multiple of 8.
 // sm_90: wgmma; by default fed by TMA into an mbarrier ring with a producer warpgroup and a persistent grid (the
 // kernel describes its dynamic shared memory and tensor maps in a `tg_launch` module global the CUDA runtime reads).
+// That kernel is shape-generic: M, N, K, the batch sizes and the strides are int arguments (RenderedProgram::arg_vals)
+// and its function name holds no shape, so GEMMs of one config render one source and a new shape reuses the binary.
 // fp32 GEMMs (no tensor core) take a register-blocked SIMT template (128x128 block tile, 8x8 per thread); with
 // ALLOW_TF32=1 (sm_80+) the tensor-core kernels above instead, on TF32 operands (the fp32 bits; TF32_ROUND=1 rounds).
 // Several M (or K) axes whose strides don't merge, as a channels-last conv's window view (tensor/conv.cpp), are an
