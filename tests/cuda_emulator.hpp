@@ -185,6 +185,7 @@ inline Run run(const tg::Tensor& t, const tg::Renderer& ren, const std::optional
     std::vector<int> vals;
     std::unordered_map<std::string, int64_t> vv(si.var_vals.begin(), si.var_vals.end());
     for (const std::string& v : p.vars) vals.push_back(static_cast<int>(vv.at(v)));
+    for (int64_t a : p.arg_vals) vals.push_back(static_cast<int>(a));   // a shape-generic kernel's sizes, after the variables
     auto [g, l] = p.launch_dims(vv);
     std::vector<int> gi(3, 1), li(3, 1);
     for (size_t i = 0; i < g.size() && i < 3; i++) gi[i] = static_cast<int>(g[i]);
