@@ -233,3 +233,37 @@ TEST(CpuGemmPack, ElementwiseEpilogueAfterTheReduce) {
   EXPECT_EQ(got_conv, x.conv2d(w, bias).relu().tolist<float>());
   EXPECT_EQ(got_masked, mask.where(a.matmul(b), 0.0f).tolist<float>());
 }
+
+// A copy that pads its rows (conv.cpp padded_columns' grad_output copy, C_327680_7_4 in the mnist step): each
+// upcast group of 4 columns lies wholly in the padding or wholly in the data, so its 4 gated loads share one gate
+// and become one float4 load under it (codegen/vectorizer.cpp), where they were 4 scalar gated loads. Odd row
+// counts, 1-long axes and a strided (transposed) source; exact against a host loop and the NOOPT kernel.
+TEST(CpuGemmPack, PaddedCopyLoadsVectorsUnderTheirGate) {
+  for (const Shape& s : {Shape{37, 20}, Shape{1, 3, 1, 20}, Shape{5, 7, 20}}) {
+    SCOPED_TRACE("rows of 20, shape size " + std::to_string(s.size()));
+    const Tensor x = ints(s, 3);
+    std::vector<std::pair<int64_t, int64_t>> lr(s.size(), {0, 0});
+    lr.back() = {4, 4};
+    const Tensor y = x.pad(lr).contiguous();
+    Kernel k(last_ast(y), cpu());
+    k.hand_coded_optimizations();
+    const std::string src = k.to_program().src;
+    EXPECT_NE(src.find("?({float4 v_; __builtin_memcpy(&v_, data1+"), std::string::npos) << src;
+    EXPECT_EQ(src.find("?data1["), std::string::npos) << "a scalar gated load left:\n" << src;
+    const std::vector<float> xs = x.tolist<float>(), got = y.tolist<float>();
+    std::vector<float> want;
+    for (size_t r = 0; r < xs.size() / 20; r++) {
+      want.insert(want.end(), 4, 0.0f);
+      want.insert(want.end(), xs.begin() + static_cast<int64_t>(r * 20), xs.begin() + static_cast<int64_t>(r * 20 + 20));
+      want.insert(want.end(), 4, 0.0f);
+    }
+    EXPECT_EQ(got, want);
+    Context ctx({{"NOOPT", 1}});
+    EXPECT_EQ(x.pad(lr).tolist<float>(), want);
+  }
+  // a transposed source: the copy's loads along the padded axis are strided, no vector load, same values
+  const Tensor xt = ints({20, 12}, 4).transpose(0, 1);
+  const std::vector<float> gt = xt.pad({{0, 0}, {4, 4}}).tolist<float>();
+  Context ctx({{"NOOPT", 1}});
+  EXPECT_EQ(gt, xt.pad({{0, 0}, {4, 4}}).tolist<float>());
+}

@@ -118,8 +118,14 @@ class Vectorizer {
       Vec s = vec(srcs);
       if (s.real) return {UOp(l0->op, vdt(lanes), {s.u}), true};
     }
-    if (l0->op == Ops::LOAD && l0->src.size() == 2 &&
-        all([&](const UOp& u) { return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0] == l0->src[0] && u->dtype == l0->dtype; })) {
+    // loads of consecutive addresses; gated ones (buf, idx, alt, gate) where every lane has the same gate: one
+    // vector load under that gate (a padded copy's groups of 4 columns: conv.cpp padded_columns' C_..._7_4)
+    const size_t nsrc = l0->src.size();
+    const auto same_load = [&](const UOp& u) {
+      return u->op == Ops::LOAD && u->src.size() == nsrc && u->src[0] == l0->src[0] && u->dtype == l0->dtype &&
+             (nsrc == 2 || (u->src[3] == l0->src[3] && u->src[3]->dtype == dtypes::bool_));
+    };
+    if (l0->op == Ops::LOAD && (nsrc == 2 || nsrc == 4) && all(same_load)) {
       for (auto* split : {&split_const, &sorted_split_const}) {
         auto [base, off] = split(l0->src[1]);
         bool consecutive = true;
@@ -127,7 +133,11 @@ class Vectorizer {
           auto [b, o] = split(lanes[j]->src[1]);
           consecutive = b == base && o == off + static_cast<int64_t>(j);
         }
-        if (consecutive) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
+        if (!consecutive) continue;
+        if (nsrc == 2) return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off)}), true};
+        std::vector<UOp> alts;
+        for (const UOp& u : lanes) alts.push_back(u->src[2]);
+        return {UOp(Ops::LOAD, vdt(lanes), {l0->src[0], make_index(base, off), vec(alts).u, l0->src[3]}), true};
       }
     }
     if (l0->op == Ops::PHI && all([&](const UOp& u) { return u->op == Ops::PHI && u->dtype == l0->dtype; })) return phi(lanes);

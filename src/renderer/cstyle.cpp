@@ -263,8 +263,9 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
       case Ops::DEFINE_VAR: r[u.get()] = u->as<std::string>(); break;
       case Ops::LOAD: {
         std::string val = render_load(dt, R(src[0]), src[0]->dtype, strip_parens(R(src[1])), src[0]->op == Ops::DEFINE_LOCAL);
-        // the gated load must not happen in the unselected branch: C's ?: guarantees that
-        if (src.size() > 3 && src[3]->dtype == dtypes::bool_) val = code_for_op.at(TernaryOps::WHERE)({R(src[3]), val, R(src[2])}, dt);
+        // the gated load must not happen in the unselected branch: C's ?: guarantees that (also for a vector load
+        // under its scalar gate, codegen/vectorizer.cpp; the CPU's vector WHERE selects bitwise after loading)
+        if (src.size() > 3 && src[3]->dtype == dtypes::bool_) val = "(" + R(src[3]) + "?" + val + ":" + R(src[2]) + ")";
         kk(render_dtype(dt) + " " + ssa("val", &u) + " = " + val + ";");
         break;
       }
