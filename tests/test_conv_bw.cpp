@@ -10,6 +10,7 @@
 #include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/pack.hpp"
+#include "engine/search.hpp"
 #include "renderer/cstyle.hpp"
 #include "runtime/buffer.hpp"
 #include "shape/shapetracker_arg.hpp"
@@ -80,6 +81,10 @@ const std::vector<Conv> kCases = {
     // padded_columns), and the forward tiled along 10 output columns (20 wide)
     {"dx_columns_24", {32, 16, 8, 24}, {16, 16, 5, 5}},
     {"dx_columns_padded", {32, 16, 8, 10}, {16, 16, 3, 3}, 1, {1}, {1}, {1}, true},
+    // 64 output channels: the weight gradient's GEMM packs grad_output into two 32-channel panels (codegen/pack.cpp)
+    // with the plain copy (beautiful_mnist's conv3 and conv4 at batch 3; 6x6 rows: 36, not a multiple of 8)
+    {"dw_panels_8x8", {3, 32, 10, 10}, {64, 32, 3, 3}, 1, {1}, {1}, {0}, true},
+    {"dw_panels_6x6", {3, 64, 8, 8}, {64, 64, 3, 3}},
 };
 
 }  // namespace
@@ -487,6 +492,44 @@ TEST(ConvBackward, IntegerInputWeightGradientReadsNoWindowCopy) {
 // The weight gradient's reduce runs in blocks of images whose partial sums a second kernel adds; the blocks are the
 // GEMM kernel's first loop, the only one a CPU kernel runs on threads, so there are at least THREADS of them where
 // the batch allows (8 blocks of a 6x6 conv left 8 of 16 threads idle). Same values with any count.
+// The CPU GEMM of a weight gradient packs grad_output (b, co, o) into panels of 32 output channels (b, o, 32): a
+// transposed copy whose rows (o = 64 floats for beautiful_mnist's conv3, 400 for conv2) are short, so it copies 4
+// lanes at a time along the panel; the 8x8 transpose tile (64 scalar loads and stores, 1.8x slower there) stays
+// for rows a multiple of 1 KB apart (256 floats: the 32 rows share 4 of L1's sets) and for transposes whose rows
+// are far apart (a 768x3072 matrix).
+TEST(ConvBackward, WeightGradientPackIsAPlainCopy) {
+  const Opts o{dtypes::float32, "CPU", false};
+  const ClangRenderer ren;
+  auto opts_of = [&](const UOp& ast) {
+    Kernel k(ast, ren);
+    k.hand_coded_optimizations();
+    return opts_to_string(k.applied_opts);
+  };
+  // the opts of the packs of the weight gradient of a (bs, 32, h, w) x (cout, 32, 3, 3) conv
+  auto pack_opts = [&](int64_t bs, int64_t h, int64_t w, int64_t cout) {
+    Tensor x = Tensor::empty({bs, 32, h, w}, o), wt = Tensor::empty({cout, 32, 3, 3}, o), r = Tensor::empty({bs, cout, h - 2, w - 2}, o);
+    wt.requires_grad_();
+    (x.conv2d(wt) * r).sum().backward();
+    std::vector<std::string> ret;
+    for (const ScheduleItem& si : wt.grad()->schedule())
+      if (si.kind == MetaOps::KERNEL)
+        if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) ret.push_back(opts_of(plan->pack_ast));
+    return ret;
+  };
+  EXPECT_EQ(pack_opts(64, 10, 10, 64), std::vector<std::string>{"UPCAST,4,4"}) << "rows of 64: 4 channels a step, no 8x8 tile";
+  EXPECT_EQ(pack_opts(8, 22, 22, 32), std::vector<std::string>{"UPCAST,2,4"}) << "rows of 400, 1600 bytes apart";
+  EXPECT_EQ(pack_opts(8, 18, 18, 32), std::vector<std::string>{"UPCAST,2,8;UPCAST,1,8"}) << "rows of 256, 1 KB apart: tiled";
+  for (const Tensor& t : {Tensor::empty({768, 3072}, o).T().contiguous(), Tensor::empty({3072, 768}, o).T().contiguous()}) {
+    int copies = 0;
+    for (const ScheduleItem& si : t.schedule())
+      if (si.kind == MetaOps::KERNEL) {
+        copies++;
+        EXPECT_EQ(opts_of(Access::uop(si.ast)), "UPCAST,1,8;UPCAST,0,8") << "the transpose keeps its 8x8 tile";
+      }
+    EXPECT_EQ(copies, 1);
+  }
+}
+
 TEST(ConvBackward, WeightGradientBlocksCoverTheThreads) {
   auto run = [](int64_t threads) {
     Context ctx({{"THREADS", threads}});

@@ -517,17 +517,30 @@ void swap_for_l2(Kernel& k, const std::vector<size_t>& vector_inputs) {
 // A transposed copy (the output contiguous along one axis, an input along another) is tiled: both axes are
 // upcast by 8, so each thread reads 8 input rows of 8 consecutive elements and writes 8 output rows likewise,
 // instead of one output row from elements a page apart (a 3072x768 transpose: every load a TLB miss).
+// Not where the untiled copy's loop along the output's contiguous axis stays within kTileSpan bytes of the input
+// (16 pages; the 3072x768 transpose's 768 rows cross 9 MB) and its rows don't pile onto a few L1 sets: a span of
+// 16 KB at most, or rows a stride apart that isn't a multiple of 1 KB. Such rows stay in L1 and the TLB while
+// the outer loop walks them, and the plain copy (4 lanes) beats the tile's 64 scalar loads and stores: the CPU
+// GEMM's packs of a conv weight gradient's grad_output (codegen/pack.cpp: 32 output channels, rows of 64 or 400
+// floats), one core, sum of per-block minima: 2.0-2.1 -> 1.14-1.19 ms (beautiful_mnist's conv3, 8 KB) and
+// 7.3-8.4 -> 5.2-6.0 ms (conv2, 51 KB). Rows of 256 or 512 floats (1 or 2 KB apart: 32 rows on 4 or 2 of the 64
+// sets) copied 0.55 ms tiled against 0.74-0.94 untiled (cache-resident): they keep the tile.
+constexpr int64_t kTileSpan = 64 * 1024, kSpreadSpan = 16 * 1024, kSetAlias = 1024;
 bool cpu_transpose_tile(Kernel& k) {
   if (k.reduceop() || k.upcasted || k.first_reduce() < 2) return false;
   std::optional<int64_t> out_axis, in_axis;
   for (int64_t a = 0; a < k.first_reduce(); a++)
     if (stride_of(k, 0, a) == 1 && k.full_shape()[a] % 8 == 0) out_axis = a;
   if (!out_axis) return false;
-  for (size_t i = 1; i < k.bufs.size() && !in_axis; i++)
+  for (size_t i = 1; i < k.bufs.size() && !in_axis; i++) {
+    const int64_t item = std::max<int64_t>(1, k.bufs[i]->src[0]->dtype.base().itemsize());
+    const int64_t row = stride_of(k, i, *out_axis).value_or(0) * item, span = row * k.full_shape()[*out_axis];
+    const bool fits_l1 = span <= kTileSpan && (span <= kSpreadSpan || row % kSetAlias != 0);
     for (int64_t a = 0; a < k.first_reduce(); a++)
       if (a != *out_axis && stride_of(k, i, a) == 1 && k.full_shape()[a] % 8 == 0 && !k.axis_is_masked(i, a) &&
-          stride_of(k, i, *out_axis).value_or(0) >= 64)
+          row >= 64 * item && !fits_l1)
         in_axis = a;
+  }
   if (!in_axis) return false;
   if (debug() >= 4) std::cout << "cpu transpose tile : axes " << *in_axis << " and " << *out_axis << " by 8\n";
   const int64_t hi = std::max(*in_axis, *out_axis), lo = std::min(*in_axis, *out_axis);
