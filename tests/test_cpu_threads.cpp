@@ -5,6 +5,7 @@
 // kernels equal to THREADS=1's. Inputs are small integers, so every sum is exact whatever the kernel's order.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "codegen/lowerer.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
+#include "runtime/threadpool.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
@@ -135,4 +137,27 @@ TEST(CpuThreads, UpcastKernelsEqualOneThread) {
   expect_same_as_one_thread([&] { return y.conv2d(j); }, "conv2d (2, 8, 18, 34) * (16, 8, 3, 3)");
   const Tensor m = input({10, 512}, 17), n = input({512, 36}, 18);
   expect_same_as_one_thread([&] { return m.matmul(n); }, "(10, 512) @ (512, 36)");
+}
+
+// the pool (runtime/threadpool.cpp): back-to-back calls of fewer and more tasks than threads, with workers
+// spinning between calls and sleeping (POOL_SPIN_US=0), and oversubscribed (16 threads on this machine's cores):
+// every task of every call runs once, and the call returns after all of them
+TEST(CpuThreads, PoolRunsEveryTaskOnceAcrossCalls) {
+  for (int64_t threads : {2, 16})
+    for (int64_t spin : {0, 100}) {
+      Context ctx({{"THREADS", threads}, {"POOL_SPIN_US", spin}});
+      const int n = ThreadPool::default_threads();
+      for (int call = 0; call < 500; call++) {
+        const int tasks = 2 + call % (n + 3);
+        std::vector<std::atomic<int>> hits(tasks);
+        ThreadPool::global().parallel_for(tasks, [&](int i) { hits[i].fetch_add(1); });
+        for (int i = 0; i < tasks; i++)
+          ASSERT_EQ(hits[i].load(), 1) << "task " << i << " of " << tasks << ", call " << call << ", THREADS=" << threads << " POOL_SPIN_US=" << spin;
+      }
+    }
+}
+
+TEST(CpuThreads, PoolSpinMustNotBeNegative) {
+  Context ctx({{"POOL_SPIN_US", -1}});
+  EXPECT_THROW(ThreadPool::default_threads(), Error);
 }
