@@ -47,7 +47,7 @@ int ThreadPool::default_threads() {
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (n == 0) n = cores;
   // workers spin between kernels only where each has a core (oversubscribed, a spinner takes a worker's time)
-  const int64_t spin_us = getenv("POOL_SPIN_US", 100);
+  const int64_t spin_us = getenv("POOL_SPIN_US", 0);
   if (spin_us < 0) throw Error("POOL_SPIN_US=" + std::to_string(spin_us) + " must be >= 0 (microseconds a worker waits for the next kernel before it sleeps)");
   global().spin_ns_.store(n <= static_cast<int64_t>(cores) ? spin_us * 1000 : 0, std::memory_order_relaxed);
   cached = static_cast<int>(n);
