@@ -77,7 +77,11 @@ uint64_t ThreadPool::take_tasks() {
     const uint64_t tasks = (t >> kFieldBits) & kFieldMask, i = t & kFieldMask;
     if (i >= tasks) return gen_of(t);
     (*fn_)(static_cast<int>(i));   // kernels don't throw: they are generated C
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // the last task wakes a caller that stopped spinning (seq_cst with its caller_waiting_ store and pending_ load)
+    if (pending_.fetch_sub(1) == 1 && caller_waiting_.load()) {
+      { std::lock_guard<std::mutex> lock(mu_); }
+      done_cv_.notify_one();
+    }
   }
 }
 
@@ -111,10 +115,14 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     work_cv_.notify_all();
   }
   take_tasks();
-  // the workers' last tasks: spin, then yield (oversubscribed, the waiting thread gives its core to them)
-  auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(done, std::max<int64_t>(spin_ns_.load(std::memory_order_relaxed), 20000)))
-    while (!done()) std::this_thread::yield();
+  // the workers' last tasks: a short spin (a balanced kernel's slices end together), then sleep
+  auto done = [&] { return pending_.load() == 0; };
+  if (!spin_until(done, std::max<int64_t>(spin_ns_.load(std::memory_order_relaxed), 20000))) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_waiting_ = true;
+    done_cv_.wait(lock, done);
+    caller_waiting_ = false;
+  }
   fn_ = nullptr;
 }
 

@@ -31,13 +31,14 @@ class ThreadPool {
   uint64_t take_tasks();           // runs tasks of the published call until none is left; returns its generation
   bool wait_for_work(uint64_t seen);   // false when the pool stops
   std::mutex call_mu_;   // one parallel_for at a time
-  std::mutex mu_;        // sleeping workers
-  std::condition_variable work_cv_;
+  std::mutex mu_;        // sleeping workers and a sleeping caller
+  std::condition_variable work_cv_, done_cv_;
   std::vector<std::thread> threads_;
   const std::function<void(int)>* fn_ = nullptr;
   std::atomic<uint64_t> ticket_{0};   // generation << 40 | tasks << 20 | next task
   std::atomic<int> pending_{0};       // tasks of the call not finished
   std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_waiting_{false};   // parallel_for sleeps on done_cv_ for the last task
   std::atomic<int64_t> spin_ns_{0};
   std::atomic<bool> stop_{false};
   uint64_t generation_ = 0;
