@@ -122,7 +122,13 @@ TEST(CpuThreads, ReducesEqualOneThread) {
   expect_same_as_one_thread([&] { return w.sum({0}); }, "sum of (513, 10, 36) over the first axis");
   const Tensor r = input({7, 3, 9, 200}, 12);
   expect_same_as_one_thread([&] { return r.sum({1, 3}); }, "sum of (7, 3, 9, 200) over axes 1 and 3");
-  expect_same_as_one_thread([&] { return (r - r.max({3}, true)).exp2().sum({3}); }, "a row kernel over (7, 3, 9, 200)");
+  // rows whose leading dims don't merge (7 x 27 rows: collapsed at 16 threads), a softmax-like row kernel with
+  // a full-shape store and the next row's prefetch
+  const Tensor q = input({3, 7, 9, 200}, 23).permute({1, 0, 2, 3});
+  expect_same_as_one_thread([&] {
+    const Tensor e = (q - q.max({3}, true)).exp2();
+    return e / e.sum({3}, true);
+  }, "a row kernel over (7, 3, 9, 200) read transposed");
 }
 
 // upcast kernels (register tiles): a batched matmul with a short batch and a small conv
