@@ -4,8 +4,8 @@
 // A call publishes one atomic ticket (generation | task count | next task); every thread takes tasks by
 // fetch_add on it, with no lock. Between calls a worker sleeps, or first spins on the ticket for POOL_SPIN_US
 // (default 0; never where the pool has more threads than cores). On the device's 16-core VM spinning 100 us cut
-// kernels of 10-50 us of work from ~50 us to ~10-20 us when each kernel is timed alone (DEBUG=2), but the
-// free-running training step was no faster (its CPU time 10% higher): bench/NOTES_cpu_threads.md.
+// small kernels from 48-73 us to 10-36 us when each kernel is timed alone (DEBUG=2), but the free-running
+// training step was no faster (its CPU time ~10% higher): bench/NOTES_cpu_threads.md.
 #pragma once
 #include <atomic>
 #include <condition_variable>
