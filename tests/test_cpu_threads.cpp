@@ -2,7 +2,8 @@
 // the threads (or its split leaves a tail), the loop run on threads covers the first two or more global dims
 // collapsed into one range. Checked: the rendered kernel's parallel extent at THREADS=16 (and that THREADS=2
 // keeps an even first dim alone), and results at THREADS=16 on odd sizes, 1-length dims, reduces and upcast
-// kernels equal to THREADS=1's. Inputs are small integers, so every sum is exact whatever the kernel's order.
+// kernels equal to THREADS=1's (inputs are small integers, so every sum is exact whatever the kernel's order);
+// and that the pool (runtime/threadpool.cpp) runs every task of back-to-back calls once.
 #include <gtest/gtest.h>
 
 #include <atomic>
