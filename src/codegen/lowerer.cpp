@@ -11,6 +11,7 @@
 
 #include "codegen/kernel.hpp"
 #include "codegen/uopgraph.hpp"
+#include "cpu_threads.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
 
@@ -191,10 +192,11 @@ class Lowerer {
       masked_tiles(global_dims);
     } else {
       // the CPU runs global dims as loops; a big kernel runs its first loop on threads (not a split one:
-      // its tail loop follows the tiles' loop)
-      const bool parallel = opts.cpu_threads && first_reduce > 0 && full_shape[0] >= 2 && prod(full_shape) >= kCpuParallelMinWork &&
-                            !split_of(0);
-      for (int64_t i = 0; i < first_reduce; i++) {
+      // its tail loop follows the tiles' loop), which covers the first few dims where one is short
+      const int64_t c = first_reduce > 0 && !split_of(0) ? parallel_dims(first_reduce) : 0;
+      const bool parallel = opts.cpu_threads && c > 0 && prod(slice(0, c)) >= 2 && prod(full_shape) >= kCpuParallelMinWork;
+      if (parallel && c > 1) idxs_ = collapsed_loop(c), collapsed_ = c;
+      for (int64_t i = static_cast<int64_t>(idxs_.size()); i < first_reduce; i++) {
         std::vector<int64_t> arg{i, 0};
         if (i == 0 && parallel) arg.push_back(1);
         idxs_.push_back(UOp(Ops::RANGE, dtypes::int32, {iconst(0), dim(i)}, arg));
@@ -239,6 +241,36 @@ class Lowerer {
         }
     ctx_id(Ctx{idxs_, std::vector<UOp>(n)});   // context 0: outside every reduce (the tiles of a split global dim)
     if (tail) out_ctxs_.push_back(ctx_id(Ctx{*tail, std::vector<UOp>(n), 1}));   // the kernel's body once more
+  }
+
+  // How many leading global dims the CPU's parallel loop covers. The pool splits the loop's n iterations
+  // into min(threads, n) slices of floor or ceil(n/threads): a short first dim (8 weight-gradient blocks or
+  // 10 classes on 16 threads) leaves threads idle, and one not a multiple of the thread count leaves a tail.
+  // While the slices keep under 90% of the threads busy, the next global dim joins the loop (not a symbolic
+  // or split one, and not one that would leave an iteration under 64 elements of work: an elementwise
+  // kernel's contiguous last dim stays an inner loop). One dim is enough at 1 or 2 threads unless its
+  // extent is odd and short.
+  int64_t parallel_dims(int64_t first_reduce) const {
+    if (full_sym_[0] || prod(full_shape_) == 0) return 1;
+    const int64_t threads = cpu_threads();
+    auto busy = [&](int64_t n) { return static_cast<double>(n) / static_cast<double>(threads * ((n + threads - 1) / threads)); };
+    int64_t c = 1, n = full_shape_[0], inner = prod(full_shape_) / n;
+    while (busy(n) < 0.9 && c < first_reduce && !full_sym_[c] && !split_of(c) && inner / full_shape_[c] >= 64)
+      n *= full_shape_[c], inner /= full_shape_[c++];
+    return c;
+  }
+  // One parallel loop r over the first c global dims (idx_i = r / prod(dims after i) % dim_i, computed once per
+  // iteration outside the inner loops); the RANGE keeps axis 0, so it opens first.
+  std::vector<UOp> collapsed_loop(int64_t c) const {
+    int64_t n = 1;
+    for (int64_t i = 0; i < c; i++) n *= full_shape_[i];
+    UOp r(Ops::RANGE, dtypes::int32, {iconst(0), iconst(n)}, std::vector<int64_t>{0, 0, 1});
+    std::vector<UOp> idx(c);
+    for (int64_t i = c - 1, inner = 1; i >= 0; inner *= full_shape_[i--]) {
+      UOp q = inner > 1 ? r / iconst(inner) : r;
+      idx[i] = i > 0 ? q % iconst(full_shape_[i]) : q;
+    }
+    return idx;
   }
 
   // UPCAST of a symbolic global dim N by amt on the CPU: the tiles' loop r < N/amt (a plain global
@@ -396,6 +428,8 @@ class Lowerer {
     }
     return it->second;
   }
+  // a global dim with a loop of its own or in the collapsed parallel loop
+  bool is_loop(int64_t a) const { return idxs_[a]->op == Ops::RANGE || a < collapsed_; }
   std::optional<int64_t> split_of(int64_t axis) const {
     for (auto [a, amt] : sym_splits_)
       if (a == axis) return amt;
@@ -542,7 +576,7 @@ class Lowerer {
   bool prefetch_rows() const { return !opts_.has_local && row_kernel_ && sym_splits_.empty() && getenv("ROW_PREFETCH", 1) != 0; }
   void prefetch_next_row(const UOp& x, int inner) {
     const int64_t g = first_group_ - 1;   // the innermost loop over rows
-    if (g < 0 || idxs_[g]->op != Ops::RANGE) return;
+    if (g < 0 || !is_loop(g)) return;
     std::vector<UOp> idx = ctxs_[inner].idx;
     int64_t lanes = 1, last = -1;   // the upcast lanes the reduce contracts per iteration; its last upcast axis
     for (int64_t a : x->as<ReduceArg>().axes)
@@ -595,7 +629,7 @@ class Lowerer {
     for (int64_t a : x->as<ReduceArg>().axes)
       if (ci.red[a]) loops++, ro = ro < 0 ? a : std::min(ro, a);
     for (int64_t a = 0; a < first_group_; a++)
-      if (idxs_[a]->op == Ops::RANGE) gl = a;
+      if (is_loop(a)) gl = a;
     if (loops < 2 || gl < 0) return;
     const std::vector<int64_t>& raxes = x->as<ReduceArg>().axes;
     std::vector<UOp> idx = ci.idx;
@@ -670,6 +704,7 @@ class Lowerer {
   std::vector<UOp> idxs_;   // context 0's indexes
   Shape full_shape_;
   std::vector<UOp> full_sym_;
+  int64_t collapsed_ = 0;   // the CPU's leading global dims run by one parallel loop (collapsed_loop) when > 1
   int64_t first_group_ = 0, end_group_ = 0;   // the grouped (GROUP/GROUPTOP) axes
   bool warp_reduce_ = false;
   bool row_kernel_ = false;   // several reduces over the same rows (see lower_buffer_op's store gate)

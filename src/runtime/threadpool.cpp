@@ -1,10 +1,33 @@
 #include "runtime/threadpool.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "tg/helpers.hpp"
 
 namespace tg {
+
+namespace {
+constexpr int kFieldBits = 20;   // tasks and next task per ticket field
+constexpr uint64_t kFieldMask = (uint64_t{1} << kFieldBits) - 1;
+uint64_t gen_of(uint64_t t) { return t >> (2 * kFieldBits); }
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+// spin while pred() is false, reading the clock every 64 rounds; true when pred() held within ns
+template <class F> bool spin_until(F&& pred, int64_t ns) {
+  if (ns <= 0) return pred();
+  const int64_t end = now_ns() + ns;
+  for (int i = 1;; i++) {
+    if (pred()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && now_ns() > end) return pred();
+  }
+}
+}  // namespace
 
 ThreadPool& ThreadPool::global() {
   // never destroyed: workers just stop with the process, no join racing static destructors
@@ -23,6 +46,10 @@ int ThreadPool::default_threads() {
   // hardware_concurrency reads sysfs (open/read/close) on every call: once per process, not per kernel
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (n == 0) n = cores;
+  // workers spin between kernels only where each has a core (oversubscribed, a spinner takes a worker's time)
+  const int64_t spin_us = getenv("POOL_SPIN_US", 0);
+  if (spin_us < 0) throw Error("POOL_SPIN_US=" + std::to_string(spin_us) + " must be >= 0 (microseconds a worker waits for the next kernel before it sleeps)");
+  global().spin_ns_.store(n <= static_cast<int64_t>(cores) ? spin_us * 1000 : 0, std::memory_order_relaxed);
   cached = static_cast<int>(n);
   seen_generation = gen;
   return cached;
@@ -38,54 +65,65 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::grow(int n) {
-  while (static_cast<int>(threads_.size()) < n) threads_.emplace_back([this] { worker_loop(); });
+  // a new worker takes tasks of the call about to be published (its generation is past this one)
+  while (static_cast<int>(threads_.size()) < n) threads_.emplace_back([this, seen = generation_] { worker_loop(seen); });
 }
 
-void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+// A ticket's (generation, tasks, next) come in one fetch_add, so a worker late for a call can't take a task
+// of the next one with the wrong count; fn_ is the ticket's: the next call waits for this task to finish.
+uint64_t ThreadPool::take_tasks() {
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && next_ < n_tasks_); });
-    if (stop_) return;
-    seen = generation_;
-    while (next_ < n_tasks_) {
-      int i = next_++;
-      auto* fn = fn_;
-      lock.unlock();
-      (*fn)(i);   // kernels don't throw: they are generated C
-      lock.lock();
-      if (++done_ == n_tasks_) done_cv_.notify_one();
+    const uint64_t t = ticket_.fetch_add(1, std::memory_order_acq_rel);
+    const uint64_t tasks = (t >> kFieldBits) & kFieldMask, i = t & kFieldMask;
+    if (i >= tasks) return gen_of(t);
+    (*fn_)(static_cast<int>(i));   // kernels don't throw: they are generated C
+    // the last task wakes a caller that stopped spinning (seq_cst with its caller_waiting_ store and pending_ load)
+    if (pending_.fetch_sub(1) == 1 && caller_waiting_.load()) {
+      { std::lock_guard<std::mutex> lock(mu_); }
+      done_cv_.notify_one();
     }
   }
+}
+
+bool ThreadPool::wait_for_work(uint64_t seen) {
+  auto published = [&] { return stop_.load() || gen_of(ticket_.load(std::memory_order_acquire)) != seen; };
+  if (!spin_until(published, spin_ns_.load(std::memory_order_relaxed))) {
+    std::unique_lock<std::mutex> lock(mu_);
+    sleepers_++;   // seq_cst with parallel_for's ticket store and sleepers_ load: no lost wake-up
+    work_cv_.wait(lock, published);
+    sleepers_--;
+  }
+  return !stop_.load();
+}
+
+void ThreadPool::worker_loop(uint64_t seen) {
+  while (wait_for_work(seen)) seen = take_tasks();
 }
 
 void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
   if (n <= 0) return;
   if (n == 1) { fn(0); return; }
+  if (static_cast<uint64_t>(n) >= kFieldMask / 2)
+    throw Error("ThreadPool::parallel_for of " + std::to_string(n) + " tasks: at most " + std::to_string(kFieldMask / 2 - 1) + " (THREADS too large?)");
   std::lock_guard<std::mutex> call(call_mu_);
-  std::unique_lock<std::mutex> lock(mu_);
   grow(n - 1);
   fn_ = &fn;
-  n_tasks_ = n;
-  next_ = 1;   // task 0 is ours
-  done_ = 0;
-  generation_++;
-  lock.unlock();
-  work_cv_.notify_all();
-  fn(0);
-  lock.lock();
-  ++done_;
-  // help with tasks no worker has picked up yet
-  while (next_ < n_tasks_) {
-    int i = next_++;
-    lock.unlock();
-    fn(i);
-    lock.lock();
-    ++done_;
+  pending_.store(n, std::memory_order_relaxed);
+  ticket_.store(++generation_ << (2 * kFieldBits) | static_cast<uint64_t>(n) << kFieldBits);   // seq_cst: see wait_for_work
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }   // a worker between its check and its sleep is asleep after this
+    work_cv_.notify_all();
   }
-  done_cv_.wait(lock, [&] { return done_ == n_tasks_; });
+  take_tasks();
+  // the workers' last tasks: a short spin (a balanced kernel's slices end together), then sleep
+  auto done = [&] { return pending_.load() == 0; };
+  if (!spin_until(done, std::max<int64_t>(spin_ns_.load(std::memory_order_relaxed), 20000))) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_waiting_ = true;
+    done_cv_.wait(lock, done);
+    caller_waiting_ = false;
+  }
   fn_ = nullptr;
-  n_tasks_ = 0;
 }
 
 }  // namespace tg

@@ -1,7 +1,13 @@
-// One persistent pool of worker threads for CPU kernels. parallel_for(n, fn) runs fn(0..n-1),
-// task 0 on the calling thread, the rest on workers, and returns when all are done.
-// Workers are started on first need and kept; calls are serialized (one kernel at a time).
+// One persistent pool of worker threads for CPU kernels. parallel_for(n, fn) runs fn(0..n-1) on the calling
+// thread and the workers, and returns when all are done. Workers are started on first need and kept; calls
+// are serialized (one kernel at a time).
+// A call publishes one atomic ticket (generation | task count | next task); every thread takes tasks by
+// fetch_add on it, with no lock. Between calls a worker sleeps, or first spins on the ticket for POOL_SPIN_US
+// (default 0; never where the pool has more threads than cores). On the device's 16-core VM spinning 100 us cut
+// small kernels from 48-73 us to 10-36 us when each kernel is timed alone (DEBUG=2), but the free-running
+// training step was no faster (its CPU time ~10% higher): bench/NOTES_cpu_threads.md.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -21,15 +27,21 @@ class ThreadPool {
 
  private:
   void grow(int n);
-  void worker_loop();
+  void worker_loop(uint64_t seen);
+  uint64_t take_tasks();           // runs tasks of the published call until none is left; returns its generation
+  bool wait_for_work(uint64_t seen);   // false when the pool stops
   std::mutex call_mu_;   // one parallel_for at a time
-  std::mutex mu_;
+  std::mutex mu_;        // sleeping workers and a sleeping caller
   std::condition_variable work_cv_, done_cv_;
   std::vector<std::thread> threads_;
   const std::function<void(int)>* fn_ = nullptr;
-  int n_tasks_ = 0, next_ = 0, done_ = 0;
+  std::atomic<uint64_t> ticket_{0};   // generation << 40 | tasks << 20 | next task
+  std::atomic<int> pending_{0};       // tasks of the call not finished
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_waiting_{false};   // parallel_for sleeps on done_cv_ for the last task
+  std::atomic<int64_t> spin_ns_{0};
+  std::atomic<bool> stop_{false};
   uint64_t generation_ = 0;
-  bool stop_ = false;
 };
 
 }  // namespace tg

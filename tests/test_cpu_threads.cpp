@@ -1,0 +1,170 @@
+// The CPU's parallel loop (codegen/lowerer.cpp parallel_dims): where a kernel's first global dim is too short for
+// the threads (or its split leaves a tail), the loop run on threads covers the first two or more global dims
+// collapsed into one range. Checked: the rendered kernel's parallel extent at THREADS=16 (and that THREADS=2
+// keeps an even first dim alone), and results at THREADS=16 on odd sizes, 1-length dims, reduces and upcast
+// kernels equal to THREADS=1's (inputs are small integers, so every sum is exact whatever the kernel's order);
+// and that the pool (runtime/threadpool.cpp) runs every task of back-to-back calls once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <random>
+
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "codegen/lowerer.hpp"
+#include "engine/realize.hpp"
+#include "engine/schedule.hpp"
+#include "runtime/threadpool.hpp"
+#include "tg/tg.hpp"
+
+using namespace tg;
+
+namespace {
+
+const Renderer& cpu() { return get_renderer("CPU"); }
+
+std::vector<float> ints(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+  return v;
+}
+Tensor input(const Shape& s, uint32_t seed) { return Tensor::from(ints(prod(s), seed), s).realize(); }
+
+// the ast of the last kernel that computes t (the schedule runs: its inputs' buffers must be filled)
+UOp last_ast(const Tensor& t) {
+  UOp ast;
+  std::vector<ScheduleItem> sched = create_schedule({Access::lazydata(t)});
+  for (const ScheduleItem& si : sched)
+    if (si.kind == MetaOps::KERNEL) ast = Access::uop(si.ast);
+  run_schedule(sched);
+  return ast;
+}
+
+// the default-optimized kernel of ast at THREADS=threads: its full shape and its parallel loop's extent
+struct Parallel {
+  Shape full_shape;
+  int64_t global_dims = 0, extent = 1;
+  std::string src;   // its function name as KERNEL
+};
+Parallel parallel_of(const UOp& ast, int64_t threads) {
+  Context ctx({{"THREADS", threads}});
+  Kernel k(ast, cpu());
+  k.hand_coded_optimizations();
+  RenderedProgram p = k.to_program();
+  for (size_t at; (at = p.src.find(p.function_name)) != std::string::npos;) p.src.replace(at, p.function_name.size(), "KERNEL");
+  return {k.full_shape(), k.global_dims(), p.global_size.at(0), p.src};
+}
+
+using Fn = std::function<Tensor()>;
+// fn's result at THREADS=16 (and 3: a tail on every split) equals THREADS=1's, exactly
+void expect_same_as_one_thread(const Fn& fn, const std::string& what) {
+  std::vector<float> one;
+  {
+    Context ctx({{"THREADS", 1}});
+    one = fn().tolist<float>();
+  }
+  for (int64_t threads : {16, 3}) {
+    Context ctx({{"THREADS", threads}});
+    EXPECT_EQ(fn().tolist<float>(), one) << what << " at THREADS=" << threads;
+  }
+}
+
+}  // namespace
+
+// the sum over the last axis of (10, 36, 512) read transposed (its dims don't merge): 10 rows on 16 threads
+// left 6 idle; 10 x 36 = 360 rows (16 slices of 22 or 23) keep them all busy
+Tensor transposed(uint32_t seed) { return input({36, 10, 512}, seed).permute({1, 0, 2}); }
+TEST(CpuThreads, ShortFirstDimCollapsesWithTheNext) {
+  const UOp ast = last_ast(transposed(1).sum({2}));
+  const Parallel p = parallel_of(ast, 16);
+  ASSERT_GE(p.global_dims, 2) << to_str(p.full_shape);
+  EXPECT_LT(p.full_shape[0], 16) << to_str(p.full_shape);
+  EXPECT_EQ(p.extent, p.full_shape[0] * p.full_shape[1]) << "the first two global dims in one parallel loop\n" << p.src;
+  EXPECT_NE(p.src.find("core_hi"), std::string::npos) << p.src;
+}
+
+// 8 images x 72 rows of an elementwise kernel (b broadcast over the rows): 8 slices on 16 threads, 576 collapsed
+TEST(CpuThreads, ElementwiseEightRowsOnSixteenThreads) {
+  const Tensor a = input({8, 72, 64}, 2), b = input({8, 1, 64}, 3).expand({8, 72, 64});
+  const Parallel p = parallel_of(last_ast(a * b + a), 16);
+  ASSERT_GE(p.global_dims, 2) << to_str(p.full_shape);
+  EXPECT_GT(p.extent, p.full_shape[0]) << to_str(p.full_shape) << "\n" << p.src;
+}
+
+// a first dim that fills the threads (512 on 16) or splits evenly over 2 threads stays the parallel loop alone
+TEST(CpuThreads, FirstDimThatSufficesStaysAlone) {
+  const Tensor x = input({10, 512, 36}, 4).permute({1, 0, 2});
+  const Parallel p16 = parallel_of(last_ast(x.sum({2})), 16);
+  ASSERT_GE(p16.global_dims, 2) << to_str(p16.full_shape);
+  EXPECT_EQ(p16.extent, 512) << to_str(p16.full_shape);
+  const UOp ast = last_ast(transposed(5).sum({2}));
+  const Parallel p2 = parallel_of(ast, 2);
+  EXPECT_EQ(p2.extent, p2.full_shape[0]) << "10 rows on 2 threads: 5 each\n" << to_str(p2.full_shape);
+  EXPECT_EQ(p2.src, parallel_of(ast, 1).src) << "THREADS=1 and 2 render the same kernel";
+}
+
+// results at 16 threads on a 2-core machine (correctness needs no real cores)
+TEST(CpuThreads, ElementwiseOddSizesEqualOneThread) {
+  const Tensor a = input({5, 7, 1001}, 6), b = input({5, 1, 1001}, 7).expand({5, 7, 1001});
+  expect_same_as_one_thread([&] { return a * b - a; }, "(5, 7, 1001)");
+  const Tensor c = input({3, 1, 11, 1, 1031}, 8);
+  expect_same_as_one_thread([&] { return c * c; }, "(3, 1, 11, 1, 1031)");
+  const Tensor d = input({1, 13, 2521}, 9);
+  expect_same_as_one_thread([&] { return d + d.exp2().maximum(d); }, "(1, 13, 2521)");
+}
+
+TEST(CpuThreads, ReducesEqualOneThread) {
+  const Tensor x = input({36, 10, 513}, 10).permute({1, 0, 2});
+  expect_same_as_one_thread([&] { return x.sum({2}); }, "sum of (10, 36, 513) over the last axis");
+  expect_same_as_one_thread([&] { return x.max({2}); }, "max of (10, 36, 513) over the last axis");
+  const Tensor w = input({513, 10, 36}, 11);
+  expect_same_as_one_thread([&] { return w.sum({0}); }, "sum of (513, 10, 36) over the first axis");
+  const Tensor r = input({7, 3, 9, 200}, 12);
+  expect_same_as_one_thread([&] { return r.sum({1, 3}); }, "sum of (7, 3, 9, 200) over axes 1 and 3");
+  // rows whose leading dims don't merge (7 x 27 rows: collapsed at 16 threads), a softmax-like row kernel with
+  // a full-shape store and the next row's prefetch
+  const Tensor q = input({3, 7, 9, 200}, 23).permute({1, 0, 2, 3});
+  expect_same_as_one_thread([&] {
+    const Tensor e = (q - q.max({3}, true)).exp2();
+    return e / e.sum({3}, true);
+  }, "a row kernel over (7, 3, 9, 200) read transposed");
+}
+
+// upcast kernels (register tiles): a batched matmul with a short batch and a small conv
+TEST(CpuThreads, UpcastKernelsEqualOneThread) {
+  const Tensor a = input({3, 37, 65}, 13), b = input({3, 65, 41}, 14);
+  expect_same_as_one_thread([&] { return a.matmul(b); }, "(3, 37, 65) @ (3, 65, 41)");
+  const Tensor x = input({2, 5, 19, 23}, 15), k = input({9, 5, 3, 3}, 16);
+  expect_same_as_one_thread([&] { return x.conv2d(k); }, "conv2d (2, 5, 19, 23) * (9, 5, 3, 3)");
+  const Tensor c = input({3, 64, 96}, 19), d = input({3, 96, 48}, 20);
+  expect_same_as_one_thread([&] { return c.matmul(d); }, "(3, 64, 96) @ (3, 96, 48)");
+  const Tensor y = input({2, 8, 18, 34}, 21), j = input({16, 8, 3, 3}, 22);
+  expect_same_as_one_thread([&] { return y.conv2d(j); }, "conv2d (2, 8, 18, 34) * (16, 8, 3, 3)");
+  const Tensor m = input({10, 512}, 17), n = input({512, 36}, 18);
+  expect_same_as_one_thread([&] { return m.matmul(n); }, "(10, 512) @ (512, 36)");
+}
+
+// the pool (runtime/threadpool.cpp): back-to-back calls of fewer and more tasks than threads, with workers
+// spinning between calls and sleeping (POOL_SPIN_US=0), and oversubscribed (16 threads on this machine's cores):
+// every task of every call runs once, and the call returns after all of them
+TEST(CpuThreads, PoolRunsEveryTaskOnceAcrossCalls) {
+  for (int64_t threads : {2, 16})
+    for (int64_t spin : {0, 100}) {
+      Context ctx({{"THREADS", threads}, {"POOL_SPIN_US", spin}});
+      const int n = ThreadPool::default_threads();
+      for (int call = 0; call < 500; call++) {
+        const int tasks = 2 + call % (n + 3);
+        std::vector<std::atomic<int>> hits(tasks);
+        ThreadPool::global().parallel_for(tasks, [&](int i) { hits[i].fetch_add(1); });
+        for (int i = 0; i < tasks; i++)
+          ASSERT_EQ(hits[i].load(), 1) << "task " << i << " of " << tasks << ", call " << call << ", THREADS=" << threads << " POOL_SPIN_US=" << spin;
+      }
+    }
+}
+
+TEST(CpuThreads, PoolSpinMustNotBeNegative) {
+  Context ctx({{"POOL_SPIN_US", -1}});
+  EXPECT_THROW(ThreadPool::default_threads(), Error);
+}
