@@ -159,7 +159,9 @@ TEST(ConvBackward, SmallCinMatchesNoopt) {
   }
 }
 
-// beautiful_mnist's conv1 weight gradient (batch 8): the kernel reading x and grad_output (the other sums its blocks)
+// beautiful_mnist's conv1 weight gradient (batch 8): the kernel reading x and grad_output (the other sums its blocks).
+// The tile tests pin THREADS=2 (their caller holds the Context): with more threads the 8 images split into blocks of
+// one (tensor/conv.cpp weight_grad), a different kernel.
 std::optional<ScheduleItem> conv1_weight_gemm() {
   const Opts o{dtypes::float32, "CPU", false};
   Tensor x = Tensor::empty({8, 1, 28, 28}, o), w = Tensor::empty({32, 1, 5, 5}, o), r = Tensor::empty({8, 32, 24, 24}, o);
@@ -183,6 +185,7 @@ std::vector<UOp> hand_coded_uops(const UOp& ast) {
 // output): 4 output channels x 5 kernel taps in registers, 20 vector accumulators, where the
 // old tile (8 channels x 1) loaded 9 vectors per 8 FMAs.
 TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
+  Context two({{"THREADS", 2}});
   const std::optional<ScheduleItem> gemm = conv1_weight_gemm();
   ASSERT_TRUE(gemm);
   int accs = 0, lanes = 0;
@@ -198,6 +201,7 @@ TEST(ConvBackward, SmallCinWeightGradientTilesKernelColumns) {
 // image's line of each of the tile's 4 channel rows (codegen/lowerer.cpp prefetch_next_outer), and nothing of
 // x's shifted rows, which stay in L1 across the output-channel loop.
 TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
+  Context two({{"THREADS", 2}});
   const std::optional<ScheduleItem> gemm = conv1_weight_gemm();
   ASSERT_TRUE(gemm);
   std::set<int64_t> bufs;
@@ -533,8 +537,10 @@ TEST(ConvBackward, WeightGradientPackIsAPlainCopy) {
 TEST(ConvBackward, WeightGradientBlocksCoverTheThreads) {
   auto run = [](int64_t threads) {
     Context ctx({{"THREADS", threads}});
-    Tensor x = F(data(32 * 16 * 6 * 6, 1), {32, 16, 6, 6}), w = F(data(24 * 16 * 9, 7), {24, 16, 3, 3}).requires_grad_();
-    (x.conv2d(w) * F(data(32 * 24 * 16, 11), {32, 24, 4, 4})).sum().backward();
+    const Opts cpu{dtypes::float32, "CPU", false};   // the blocks are the CPU GEMM's (the default device may be CUDA)
+    Tensor x = Tensor::from<float>(data(32 * 16 * 6 * 6, 1), {32, 16, 6, 6}, cpu);
+    Tensor w = Tensor::from<float>(data(24 * 16 * 9, 7), {24, 16, 3, 3}, cpu).requires_grad_();
+    (x.conv2d(w) * Tensor::from<float>(data(32 * 24 * 16, 11), {32, 24, 4, 4}, cpu)).sum().backward();
     int64_t blocks = 0;   // the partial sums: (blocks, cin, 3, 3, cout)
     for (const ScheduleItem& si : w.grad()->schedule())
       for (const auto& b : si.bufs)
