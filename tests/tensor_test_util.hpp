@@ -10,6 +10,8 @@
 
 #include "access.hpp"
 #include "codegen/kernel.hpp"
+#include "engine/realize.hpp"
+#include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
 #include "tg/tg.hpp"
 
@@ -25,6 +27,17 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     if (std::isnan(want[i])) EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
     else EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "at " << i;
   }
+}
+
+// The ast of the last kernel that computes t. The schedule is run: scheduling marks its inputs' buffers realized,
+// so they must be filled.
+inline tg::UOp last_ast(const Tensor& t) {
+  tg::UOp ast;
+  std::vector<tg::ScheduleItem> sched = tg::create_schedule({tg::Access::lazydata(t)});
+  for (const tg::ScheduleItem& si : sched)
+    if (si.kind == tg::MetaOps::KERNEL) ast = tg::Access::uop(si.ast);
+  tg::run_schedule(sched);
+  return ast;
 }
 
 // The one CPU kernel of f(x) for an unrealized x of shape s (a row kernel: softmax, layernorm), with

@@ -12,9 +12,11 @@
 #include "engine/schedule.hpp"
 #include "engine/search.hpp"
 #include "shape/shapetracker_arg.hpp"
+#include "tensor_test_util.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
+using tgt::last_ast;
 
 namespace {
 
@@ -27,16 +29,6 @@ Tensor ints(Shape s, uint32_t seed) {
   return Tensor::from(v, s).realize();
 }
 
-// the ast of the last kernel that computes t; the schedule is run (its inputs' buffers are marked
-// realized by scheduling, so they must be filled)
-UOp last_ast(const Tensor& t) {
-  UOp ast;
-  std::vector<ScheduleItem> sched = create_schedule({Access::lazydata(t)});
-  for (const ScheduleItem& si : sched)
-    if (si.kind == MetaOps::KERNEL) ast = Access::uop(si.ast);
-  run_schedule(sched);
-  return ast;
-}
 
 // out[..., m, n] = sum_k a[..., m, k] * b[..., k, n] on the host; a and b broadcast over a leading batch
 std::vector<float> host_matmul(const Tensor& a, const Tensor& b) {

@@ -16,9 +16,11 @@
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "runtime/threadpool.hpp"
+#include "tensor_test_util.hpp"
 #include "tg/tg.hpp"
 
 using namespace tg;
+using tgt::last_ast;
 
 namespace {
 
@@ -32,15 +34,6 @@ std::vector<float> ints(int64_t n, uint32_t seed) {
 }
 Tensor input(const Shape& s, uint32_t seed) { return Tensor::from(ints(prod(s), seed), s).realize(); }
 
-// the ast of the last kernel that computes t (the schedule runs: its inputs' buffers must be filled)
-UOp last_ast(const Tensor& t) {
-  UOp ast;
-  std::vector<ScheduleItem> sched = create_schedule({Access::lazydata(t)});
-  for (const ScheduleItem& si : sched)
-    if (si.kind == MetaOps::KERNEL) ast = Access::uop(si.ast);
-  run_schedule(sched);
-  return ast;
-}
 
 // the default-optimized kernel of ast at THREADS=threads: its full shape and its parallel loop's extent
 struct Parallel {
