@@ -183,24 +183,20 @@ struct Args {
   std::vector<std::pair<std::string, int64_t>> list;   // parameter, value; in order of first use
   std::vector<UOp> trackers;                           // the epilogue's SHAPETRACKERs in order of first use
 
-  std::string operator()(const std::string& name, int64_t v) {
+  // the parameter's index in list, added on first use
+  size_t slot(const std::string& name, int64_t v) {
     const std::string n = "tg_" + name;
-    for (const auto& [m, x] : list)
-      if (m == n) {
-        TG_ASSERT(x == v, "tc_gemm: argument " + n + " bound to " + std::to_string(x) + " and " + std::to_string(v));
-        return n;
+    for (size_t i = 0; i < list.size(); i++)
+      if (list[i].first == n) {
+        TG_ASSERT(list[i].second == v, "tc_gemm: argument " + n + " bound to " + std::to_string(list[i].second) + " and " + std::to_string(v));
+        return i;
       }
     need(v >= -(int64_t{1} << 31) && v < (int64_t{1} << 31));   // the launch passes ints
     list.push_back({n, v});
-    return n;
+    return list.size() - 1;
   }
-  long long ref(const std::string& name, int64_t v) {
-    const std::string n = (*this)(name, v);
-    for (size_t i = 0; i < list.size(); i++)
-      if (list[i].first == n) return -1 - static_cast<long long>(i);
-    TG_ASSERT(false, "tc_gemm: argument " + n + " lost");
-    return 0;
-  }
+  std::string operator()(const std::string& name, int64_t v) { return list[slot(name, v)].first; }
+  long long ref(const std::string& name, int64_t v) { return -1 - static_cast<long long>(slot(name, v)); }
   int tracker(const UOp& st) {
     for (size_t i = 0; i < trackers.size(); i++)
       if (trackers[i] == st) return static_cast<int>(i);
