@@ -12,8 +12,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <variant>
 
 #include "codegen/kernel.hpp"
+#include "codegen/tc_gemm_ptx.hpp"
 #include "renderer/cstyle.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "uop/symbolic.hpp"
@@ -591,9 +594,9 @@ struct Staged {
 // can runs of 8 output elements along `axes` (M's or N's, the kernel's split axes) be stored as 16-byte vectors?
 // The axes' innermost contiguous run (axes merged while each stride is the extent inside it) must hold whole runs
 // of 8, and the offset and every other axis' stride must keep a run's first element 16-byte aligned.
-bool vec8(const Plan& p, const Opening& o, const std::vector<int>& axes) {
+bool vec8(const Plan& p, bool unmasked, const std::vector<int>& axes) {
   const DType dt = p.store->src[0]->dtype.base();
-  if (!o.vec || (dt.itemsize() != 2 && dt.itemsize() != 4) || !out_contiguous(p, axes)) return false;
+  if (!unmasked || (dt.itemsize() != 2 && dt.itemsize() != 4) || !out_contiguous(p, axes)) return false;
   const ShapeTracker st = st_of(p.store->src[1]).simplify();
   const View& v = st.views[0];
   int64_t run = 1;
@@ -607,7 +610,7 @@ bool vec8(const Plan& p, const Opening& o, const std::vector<int>& axes) {
 std::string staged_epilogue(const Plan& p, const Opening& o, const Staged& e, const std::string& ind) {
   const int chunks = e.bs / e.cols;
   const std::vector<int>& r_axes = e.s_is_b ? p.m_axes : p.n_axes;
-  const bool r_fast = out_contiguous(p, r_axes), vec = vec8(p, o, r_fast ? r_axes : (e.s_is_b ? p.n_axes : p.m_axes));
+  const bool r_fast = out_contiguous(p, r_axes), vec = vec8(p, o.vec.has_value(), r_fast ? r_axes : (e.s_is_b ? p.n_axes : p.m_axes));
   const int vw = vec ? 8 : 1, runs = r_fast ? 16 / vw : e.cols / vw;   // runs of vw elements along the fast dim
   // slot L of 8-column block j
   auto slot = [](const std::string& j, const std::string& l) { return "(" + j + " * 32 + (" + l + " ^ (((" + l + " >> 3) & 3) | ((" + j + " & 1) << 2))))"; };
@@ -1057,6 +1060,145 @@ std::string render_tma(const Plan& p, const TmaCfg& c, const CStyleLanguage& r, 
   return replace_all(s, kArgs, args.params());
 }
 
+// ------------------------------------------------------------------ the TMA kernel as PTX (codegen/tc_gemm_ptx.cpp)
+
+// The AST's epilogue as PTX for one output element (em, en): the ops the GEMMs in models ask for (loads of bias or
+// residual through single unmasked views, float constants, casts between f32/f16/bf16, ADD MUL MAX NEG). Anything
+// else is NotCovered: the CUDA C kernel then (render_tma).
+struct PtxEpilogue {
+  const Plan& p;
+  Args& args;
+  ptx::Fn& f;
+  std::string em, en;
+
+  static std::string ty(DType dt) {
+    if (dt == dtypes::float32) return "f32";
+    if (dt == dtypes::half) return "f16";
+    if (dt == dtypes::bfloat16) return "bf16";
+    throw NotCovered{};
+  }
+  static std::string reg_ty(DType dt) { return ty(dt) == "f32" ? "f32" : "b16"; }
+  // x (dtype from) as dtype to
+  std::string cast(const std::string& x, DType from, DType to) {
+    if (ty(from) == ty(to)) return x;
+    if (ty(to) == "f32") return f.op("cvt.f32." + ty(from), "f32", x);
+    const std::string x32 = ty(from) == "f32" ? x : f.op("cvt.f32." + ty(from), "f32", x);
+    return f.op("cvt.rn." + ty(to) + ".f32", "b16", x32);
+  }
+  // axis i's index (Epilogue::digit): em / en for a single M / N axis, else its digit of the flat index
+  std::string digit(int i) {
+    for (auto [axes, flat] : {std::pair{&p.m_axes, em}, std::pair{&p.n_axes, en}}) {
+      auto at = std::find(axes->begin(), axes->end(), i);
+      if (at == axes->end()) continue;
+      std::string d = flat;
+      for (auto it = at + 1; it != axes->end(); ++it) d = f.op("div.u32", "b32", d, ptx::arg_reg(args("d" + S(*it), p.full[*it])));
+      return at == axes->begin() ? d : f.op("rem.u32", "b32", d, ptx::arg_reg(args("d" + S(i), p.full[i])));
+    }
+    auto it = std::find(p.batch_axes.begin(), p.batch_axes.end(), i);
+    TG_ASSERT(it != p.batch_axes.end(), "tc_gemm: output axis " + std::to_string(i) + " is neither M, N nor batch");
+    return ptx::eb_reg(static_cast<size_t>(it - p.batch_axes.begin()));
+  }
+  // a single unmasked view's element index (Epilogue::generic_index: strides other than 0 and 1 and the offset as
+  // arguments)
+  std::string index(const UOp& stu) {
+    const ShapeTracker st = st_of(stu).simplify();
+    need(st.views.size() == 1 && !st.views[0].mask && !st.symbolic());
+    const View& v = st.views[0];
+    const std::string t = "e" + S(args.tracker(stu)) + "_";
+    std::string s;
+    for (int i = 0; i < static_cast<int>(v.shape.size()); i++) {
+      if (v.shape[i] == 1 || v.strides[i] == 0) continue;
+      std::string d = digit(i);
+      if (v.strides[i] != 1) d = f.op("mul.lo.u32", "b32", d, ptx::arg_reg(args(t + "s" + S(i), v.strides[i])));
+      s = s.empty() ? d : f.op("add.u32", "b32", s, d);
+    }
+    if (v.offset != 0) {
+      const std::string o = ptx::arg_reg(args(t + "o", v.offset));
+      s = s.empty() ? o : f.op("add.u32", "b32", s, o);
+    }
+    return s.empty() ? f.op("mov.u32", "b32", "0") : s;
+  }
+  std::string value(const UOp& x, const std::string& acc) {
+    if (x == p.reduce) return cast(acc, dtypes::float32, x->dtype);
+    switch (x->op) {
+      case Ops::LOAD: {
+        need(x->src.size() == 2 && x->src[0]->op == Ops::DEFINE_GLOBAL && x->src[1]->op == Ops::SHAPETRACKER);
+        const int64_t es = x->dtype.itemsize();
+        const std::string a = f.op("add.s64", "b64", "%g" + S(x->src[0]->as<int64_t>()), f.op("mul.wide.u32", "b64", index(x->src[1]), S(es)));
+        const std::string r = f.reg(reg_ty(x->dtype));
+        f("ld.global.nc." + std::string(es == 4 ? "f32" : "b16") + " " + r + ", [" + a + "]");
+        return r;
+      }
+      case Ops::CONST: {
+        need(x->src.size() == 1 && x->src[0]->op == Ops::SHAPETRACKER);
+        const ShapeTracker st = st_of(x->src[0]).simplify();
+        need(st.views.size() == 1 && !st.views[0].mask);
+        ty(x->dtype);
+        const ConstType c = Epilogue::ast_value(x);
+        const double v = std::holds_alternative<double>(c) ? std::get<double>(c) : std::holds_alternative<int64_t>(c) ? static_cast<double>(std::get<int64_t>(c)) : 0.0;
+        need(!std::holds_alternative<bool>(c));
+        const float fv = static_cast<float>(v);
+        unsigned bits = 0;
+        std::memcpy(&bits, &fv, 4);
+        char hex[16];
+        std::snprintf(hex, sizeof(hex), "0f%08X", bits);
+        return cast(f.op("mov.f32", "f32", hex), dtypes::float32, x->dtype);
+      }
+      case Ops::CAST: return cast(value(x->src[0], acc), x->src[0]->dtype, x->dtype);
+      case Ops::ALU: {
+        const std::string t = ty(x->dtype), rt = reg_ty(x->dtype);
+        if (x->is<UnaryOps>() && x->as<UnaryOps>() == UnaryOps::NEG) return f.op("neg." + t, rt, value(x->src[0], acc));
+        need(x->is<BinaryOps>());
+        const BinaryOps b = x->as<BinaryOps>();
+        need(b == BinaryOps::ADD || b == BinaryOps::MUL || b == BinaryOps::MAX);
+        need(x->src[0]->dtype == x->dtype && x->src[1]->dtype == x->dtype);
+        const std::string a = value(x->src[0], acc), c = value(x->src[1], acc);
+        const std::string rn = t == "f32" ? "" : ".rn";   // f16/bf16 add and mul as cuda_fp16's __hadd and __hmul
+        return f.op(b == BinaryOps::ADD ? "add" + rn + "." + t : b == BinaryOps::MUL ? "mul" + rn + "." + t : "max." + t, rt, a, c);
+      }
+      default: throw NotCovered{};
+    }
+  }
+};
+
+// render_tma's kernel as PTX, for the epilogues PtxEpilogue covers whose output takes 16-byte runs of 8 (vec8);
+// NotCovered otherwise (args then as before: the caller renders the CUDA C kernel from a copy)
+std::string render_tma_ptx(const Plan& p, const TmaCfg& c, const std::string& fname, bool s_is_b, const TmaMap& mr, const TmaMap& ms, Args& args) {
+  need(getenv("TC_PTX", 1) != 0);
+  const std::vector<int>& r_axes = s_is_b ? p.m_axes : p.n_axes;
+  ptx::TmaSpec sp;
+  sp.fname = fname;
+  sp.consumers = c.consumers, sp.bs = c.bs, sp.stages = c.stages, sp.ep_cols = c.ep_cols();
+  sp.r_kmajor = (s_is_b ? p.a : p.b).k_major, sp.s_is_b = s_is_b, sp.r_fast = out_contiguous(p, r_axes);
+  const ShapeTracker out = st_of(p.store->src[1]).simplify();
+  need(out.views.size() == 1 && !out.views[0].mask && vec8(p, true, sp.r_fast ? r_axes : (s_is_b ? p.n_axes : p.m_axes)));
+  need(p.tc.dtype_in == dtypes::half || p.tc.dtype_in == dtypes::bfloat16);
+  sp.in = p.tc.dtype_in == dtypes::half ? "f16" : "bf16";
+  sp.launch = {1, c.shared_bytes(), 2};
+  sp.launch.insert(sp.launch.end(), mr.fields.begin(), mr.fields.end());
+  sp.launch.insert(sp.launch.end(), ms.fields.begin(), ms.fields.end());
+  for (const UOp& u : p.store.toposort())
+    if (u->op == Ops::DEFINE_GLOBAL) sp.n_bufs = std::max(sp.n_bufs, static_cast<int>(u->as<int64_t>()) + 1);
+  sp.out_buf = static_cast<int>(p.store->src[0]->as<int64_t>());
+  const DType odt = p.store->src[0]->dtype.base();
+  sp.out_bytes = static_cast<int>(odt.itemsize());
+  sp.rank_r = mr.rank, sp.rank_s = ms.rank, sp.batch_r = mr.batch, sp.batch_s = ms.batch;
+  sp.M = args("M", p.M), sp.N = args("N", p.N), sp.K = args("K", p.K);
+  for (size_t i = 0; i < p.batch_axes.size(); i++) sp.bdims.push_back(args("B" + S(static_cast<int64_t>(i)), p.full[p.batch_axes[i]]));
+  sp.value = [&](ptx::Fn& f, const std::string& em, const std::string& en, const std::string& acc) {
+    PtxEpilogue e{p, args, f, em, en};
+    const UOp& v = p.store->src[2];
+    return e.cast(e.value(v, acc), v->dtype, odt);
+  };
+  sp.out_index = [&](ptx::Fn& f, const std::string& em, const std::string& en) { return PtxEpilogue{p, args, f, em, en}.index(p.store->src[1]); };
+  sp.params = [&] {
+    std::vector<std::string> v;
+    for (const auto& [n, x] : args.list) v.push_back(n);
+    return v;
+  };
+  return ptx::render_tma(sp);
+}
+
 // TMA on sm_90 unless TC_TMA=0. TC_TMA_CFG="consumers,bs,stages[,grid]" (sweeps); else by the number of tiles.
 std::optional<TmaCfg> choose_tma(const Plan& p, bool s_is_b, int device_sms) {
   // TC_WGMMA_CFG asks for the cp.async wgmma kernel (render_wgmma)
@@ -1208,7 +1350,14 @@ std::optional<RenderedProgram> tc_gemm_program(const Kernel& k, const std::strin
     if (tc) {
       // one source for every shape of this config: the function's name holds no shape (the display name does)
       prg.function_name = "tg_gemm_tma_" + S(tc->br()) + "x" + S(tc->bs);
-      prg.src = render_tma(p, *tc, *r, prg.function_name, s_is_b, *mr, *ms, args);
+      // as PTX where the epilogue allows (ptxas only: no NVRTC front end, no NVVM), else CUDA C
+      Args pa = args;
+      try {
+        prg.src = render_tma_ptx(p, *tc, prg.function_name, s_is_b, *mr, *ms, pa);
+        args = pa;
+      } catch (const NotCovered&) {
+        prg.src = render_tma(p, *tc, *r, prg.function_name, s_is_b, *mr, *ms, args);
+      }
       prg.arg_vals = args.values();
       prg.global_size = {tc->grid, 1, 1};
       prg.local_size = {tc->threads(), 1, 1};

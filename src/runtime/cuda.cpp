@@ -196,6 +196,70 @@ void check(CUresult r, const char* what) {
 
 // ---- compiler ----
 
+// nvJitLink (CUDA 12+), loaded on first use: ptxas in-process, PTX -> cubin. The tensor-core GEMM's TMA kernel comes
+// as PTX (codegen/tc_gemm_ptx.cpp): without NVRTC's front end and NVVM its compile is ptxas alone.
+struct JitLinkApi {
+  int (*create)(void**, unsigned, const char**) = nullptr;
+  int (*add_data)(void*, int, const void*, size_t, const char*) = nullptr;
+  int (*complete)(void*) = nullptr;
+  int (*cubin_size)(void*, size_t*) = nullptr;
+  int (*cubin)(void*, void*) = nullptr;
+  int (*log_size)(void*, size_t*) = nullptr;
+  int (*log)(void*, char*) = nullptr;
+  int (*destroy)(void**) = nullptr;
+  bool ok = false;
+};
+const JitLinkApi& jitlink() {
+  static const JitLinkApi j = [] {
+    JitLinkApi a;
+    std::vector<std::string> cands;
+    for (const char* n : {"libnvJitLink.so", "libnvJitLink.so.13", "libnvJitLink.so.12"}) {
+      if (!api().nvrtc_dir.empty()) cands.push_back(api().nvrtc_dir + "/" + n);
+      cands.push_back(n);
+      cands.push_back(std::string("/usr/local/cuda/lib64/") + n);
+    }
+    void* lib = nullptr;
+    for (const std::string& c : cands)
+      if ((lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+    if (!lib) return a;
+    std::string err;
+    load_sym(lib, "nvJitLinkCreate", a.create, err), load_sym(lib, "nvJitLinkAddData", a.add_data, err);
+    load_sym(lib, "nvJitLinkComplete", a.complete, err), load_sym(lib, "nvJitLinkGetLinkedCubinSize", a.cubin_size, err);
+    load_sym(lib, "nvJitLinkGetLinkedCubin", a.cubin, err), load_sym(lib, "nvJitLinkGetErrorLogSize", a.log_size, err);
+    load_sym(lib, "nvJitLinkGetErrorLog", a.log, err), load_sym(lib, "nvJitLinkDestroy", a.destroy, err);
+    a.ok = err.empty();
+    return a;
+  }();
+  return j;
+}
+
+// PTX text -> cubin for arch (sm_XXa) with nvJitLink; without it (or NVJITLINK=0) the PTX itself, which
+// cuModuleLoadData JIT-compiles in the driver (its compute cache keeps the result unless CUDA_CACHE_DISABLE=1)
+std::string ptx_to_cubin(const std::string& ptx, const std::string& arch) {
+  const JitLinkApi& j = jitlink();
+  if (!j.ok || getenv("NVJITLINK", 1) == 0) return ptx;
+  const std::string opt = "-arch=" + arch;
+  const char* opts[] = {opt.c_str()};
+  void* h = nullptr;
+  if (j.create(&h, 1, opts) != 0) throw Error("CUDA compile: nvJitLinkCreate(" + opt + ") failed");
+  auto fail = [&](const char* what) {
+    size_t n = 0;
+    j.log_size(h, &n);
+    std::string log(n, '\0');
+    if (n) j.log(h, log.data());
+    j.destroy(&h);
+    throw Error(std::string("CUDA compile (nvJitLink ") + what + ", " + arch + "):\n" + log.c_str() + "\nPTX:\n" + ptx);
+  };
+  if (j.add_data(h, 1 /* NVJITLINK_INPUT_PTX */, ptx.data(), ptx.size(), "tg.ptx") != 0) fail("AddData");
+  if (j.complete(h) != 0) fail("Complete");
+  size_t n = 0;
+  j.cubin_size(h, &n);
+  std::string bin(n, '\0');
+  j.cubin(h, bin.data());
+  j.destroy(&h);
+  return bin;
+}
+
 class CUDACompiler : public Compiler {
  public:
   explicit CUDACompiler(std::string arch) : arch_(std::move(arch)) {
@@ -216,6 +280,12 @@ class CUDACompiler : public Compiler {
     return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin";
   }
   std::string compile(const std::string& src) override {
+    // a PTX module (its own .target, sm_90a for the TMA GEMM): ptxas only
+    if (src.rfind(".version", 0) == 0) {
+      const size_t t = src.find(".target ");
+      TG_ASSERT(t != std::string::npos, "CUDA compile: PTX without .target");
+      return ptx_to_cubin(src, src.substr(t + 8, src.find_first_of(" \n", t + 8) - (t + 8)));
+    }
     const CudaApi& a = api();
     nvrtcProgram prog = nullptr;
     if (int r = a.nvrtcCreateProgram(&prog, src.c_str(), "<tg>", 0, nullptr, nullptr); r != 0)
