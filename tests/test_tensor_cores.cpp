@@ -407,7 +407,9 @@ RenderedProgram template_program(const UOp& ast, const Renderer& r = sm80()) {
   k.hand_coded_optimizations();
   return k.to_program();
 }
-bool is_template(const RenderedProgram& p) { return p.src.find("tg_cp_async16") != std::string::npos; }
+// the TMA kernel rendered as PTX (codegen/tc_gemm_ptx.cpp) rather than CUDA C
+bool is_ptx(const RenderedProgram& p) { return p.src.rfind(".version", 0) == 0; }
+bool is_template(const RenderedProgram& p) { return p.src.find("tg_cp_async16") != std::string::npos || is_ptx(p); }
 // the template's TF32 kernel (mma.sync m16n8k8 or wgmma k8 with tf32 operands)
 bool is_tf32(const RenderedProgram& p) {
   return p.src.find("tg_mma_tf32(c[") != std::string::npos || p.src.find("tg_wgmma_tf32(d, ") != std::string::npos;
@@ -434,7 +436,7 @@ void sm90_template_ptx(const GemmCase& c, RenderedProgram& p, std::string& ptx) 
   static const CUDARenderer sm90r("sm_90");
   p = template_program(c.ast, sm90r);
   ASSERT_TRUE(is_template(p)) << c.what;
-  ptx = nvrtc().to_ptx(p.src, "sm_90a");
+  ptx = is_ptx(p) ? p.src : nvrtc().to_ptx(p.src, "sm_90a");
   ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << c.what << "\n" << ptx << "\n" << p.src;
 }
 }  // namespace
@@ -534,9 +536,10 @@ TEST(TCGemm, PTXHasWgmmaOnSm90) {
 TEST(TCGemm, PTXHasTmaOnSm90) {
   if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
   static const CUDARenderer sm90r("sm_90");
+  for (int as_ptx : {1, 0})   // the kernel as PTX (the default) and as CUDA C (TC_PTX=0, the fallback)
   for (const GemmCase& c : template_cases()) {
     if (!c.kmajor) continue;   // both operands M/N-major: mma.sync (PTXHasWgmmaOnSm90)
-    Context ctx({{"TC_OPT", c.tc_opt}});
+    Context ctx({{"TC_OPT", c.tc_opt}, {"TC_PTX", as_ptx}});
     RenderedProgram p;
     std::string ptx;
     ASSERT_NO_FATAL_FAILURE(sm90_template_ptx(c, p, ptx));
@@ -558,7 +561,8 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
       EXPECT_EQ(p.local_size[0], 256) << c.what;
       EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 1u) << c.what;
       EXPECT_EQ(count(ptx, "ldmatrix"), 0u) << c.what;
-      EXPECT_NE(p.src.find(std::string("tg_wgmma_ss<") + (c.trans ? "1" : "0") + ">(d, "), std::string::npos) << c.what;
+      if (as_ptx) EXPECT_NE(ptx.find(std::string(", %ptrue, 1, 1, ") + (c.trans ? "1" : "0") + ", 0;"), std::string::npos) << c.what;   // imm-trans-a
+      else EXPECT_NE(p.src.find(std::string("tg_wgmma_ss<") + (c.trans ? "1" : "0") + ">(d, "), std::string::npos) << c.what;
       // the warpgroup index is warp-uniform to ptxas (else it serializes the rolled wgmma, C7520)
       EXPECT_GE(count(ptx, "shfl.sync.idx"), 1u) << c.what;
     }
@@ -568,7 +572,8 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
     // a persistent grid of at most one block per SM, dynamic shared memory beyond the 48 KiB static limit
     EXPECT_LE(p.global_size[0], 132) << c.what;
     EXPECT_EQ(p.global_size[2], 1) << c.what;
-    EXPECT_NE(p.src.find("extern __shared__"), std::string::npos) << c.what;
+    EXPECT_NE(p.src.find(as_ptx ? ".extern .shared" : "extern __shared__"), std::string::npos) << c.what;
+    EXPECT_EQ(is_ptx(p), as_ptx == 1) << c.what;
   }
   Context off({{"TC_TMA", 0}});
   EXPECT_EQ(template_program(template_cases()[0].ast, sm90r).src.find("cp.async.bulk"), std::string::npos);
@@ -593,13 +598,16 @@ TEST(TCGemm, PTXTmaEpilogueStagedOnce) {
       {"fp32 out: two 16-byte stores a run", gemm_ast(256, 512, 128, dtypes::half, dtypes::float32, dtypes::float32), "1,64,2,0", 8, 2, 0, 1},
       {"B^T, N=36: scalar stores", last_ast(mat({72, 40}, dtypes::half).matmul(mat({36, 40}, dtypes::half).transpose())), "1,64,2,0", 8, 0, 1, 1},
   };
+  for (const char* as_ptx : {"1", "0"})
   for (const Case& c : cases) {
-    Context ctx(std::map<std::string, std::string>{{"TC_OPT", "2"}, {"TC_TMA_CFG", c.cfg}});
+    Context ctx(std::map<std::string, std::string>{{"TC_OPT", "2"}, {"TC_TMA_CFG", c.cfg}, {"TC_PTX", as_ptx}});
     RenderedProgram p;
     std::string ptx;
     ASSERT_NO_FATAL_FAILURE(sm90_template_ptx({c.what, c.ast, 2, true}, p, ptx));
     ASSERT_NE(p.src.find("cp.async.bulk.tensor"), std::string::npos) << c.what;
-    EXPECT_NE(p.src.find("for (int c = 0; c < " + std::to_string(c.chunks) + "; c++)"), std::string::npos) << c.what;
+    // the PTX kernel covers the 16-byte runs; scalar stores (N=36) take the CUDA C kernel
+    EXPECT_EQ(is_ptx(p), as_ptx[0] == '1' && c.stg_scalar == 0) << c.what;
+    if (!is_ptx(p)) EXPECT_NE(p.src.find("for (int c = 0; c < " + std::to_string(c.chunks) + "; c++)"), std::string::npos) << c.what;
     EXPECT_EQ(count(ptx, "st.shared.v4.f32"), c.sts_v4) << c.what;
     EXPECT_EQ(count(ptx, "st.global.v4"), c.stg_v4) << c.what;
     EXPECT_EQ(count(ptx, "st.global.") - count(ptx, "st.global.v4"), c.stg_scalar) << c.what;
@@ -671,17 +679,92 @@ TEST(TCGemm, PtxasKeepsRolledWgmmaAsync) {
       {"1536^3 (B M/N-major: transposed A)", last_ast(mat({1536, 1536}, dtypes::half).matmul(mat({1536, 1536}, dtypes::half))), 0, true},
       {"B^T (K-major A)", last_ast(mat({1024, 512}, dtypes::half).matmul(mat({1024, 512}, dtypes::half).transpose())), 0, false},
   };
+  for (int as_ptx : {1, 0})
   for (const GemmCase& c : cases) {
+    Context ctx({{"TC_PTX", as_ptx}});
     RenderedProgram p;
     std::string ptx;
     ASSERT_NO_FATAL_FAILURE(sm90_template_ptx(c, p, ptx));
-    ASSERT_NE(p.src.find("tg_wgmma_ss<"), std::string::npos) << c.what;
+    ASSERT_TRUE(as_ptx ? is_ptx(p) : p.src.find("tg_wgmma_ss<") != std::string::npos) << c.what;
     const std::string rep = ptxas_report(ptx, "sm_90a");
     if (rep.empty()) GTEST_SKIP() << "no ptxas in the toolkit";
     EXPECT_NE(rep.find("Used "), std::string::npos) << c.what << "\n" << rep;
     EXPECT_EQ(rep.find("C7520"), std::string::npos) << c.what << "\n" << rep;
     EXPECT_EQ(rep.find("serialized"), std::string::npos) << c.what << "\n" << rep;
   }
+}
+
+// "Used N registers" of ptxas -v's report, -1 when absent
+int ptxas_registers(const std::string& rep) {
+  const size_t at = rep.find("Used ");
+  return at == std::string::npos ? -1 : std::atoi(rep.c_str() + at + 5);
+}
+
+// The TMA kernel rendered directly as PTX (codegen/tc_gemm_ptx.cpp: no NVRTC front end or NVVM, ptxas only) for
+// both tile configs, both layouts of R, batched + bias + relu, bf16 and fp32 out: ptxas accepts it, the wgmma stay
+// asynchronous, the main loop has the CUDA C kernel's instruction mix (1 consumer: ONE rolled wgmma by descriptors;
+// 2: four wgmma after four ldmatrix) and ptxas gives it as many registers as NVRTC's build of the C kernel.
+// Fails on the old code (the kernel was CUDA C).
+TEST(TCGemm, PtxasTmaKernelAsPtx) {
+  static const CUDARenderer sm90r("sm_90");
+  struct Case { const char* what; UOp ast; bool two; bool r_kmajor; };
+  const std::vector<Case> cases = {
+      {"1536^3 (64x128, R = B N-major)", last_ast(mat({1536, 1536}, dtypes::half).matmul(mat({1536, 1536}, dtypes::half))), false, false},
+      {"1024x1024x512 B^T (64x128, R = A K-major)", last_ast(mat({1024, 512}, dtypes::half).matmul(mat({1024, 512}, dtypes::half).transpose())), false, true},
+      {"4096^3 (128x256, ldmatrix.trans)", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), true, false},
+      {"4096x4096x512 B^T (128x256, ldmatrix)", last_ast(mat({4096, 512}, dtypes::half).matmul(mat({4096, 512}, dtypes::half).transpose())), true, true},
+      {"batched + bias + relu", last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu()), false, false},
+      {"bf16 in, fp32 out", gemm_ast(256, 512, 128, dtypes::bfloat16, dtypes::float32, dtypes::float32), false, false},
+  };
+  for (const Case& c : cases) {
+    const RenderedProgram p = template_program(c.ast, sm90r);
+    ASSERT_TRUE(is_ptx(p)) << c.what << "\n" << p.src.substr(0, 2000);
+    EXPECT_EQ(p.local_size[0], c.two ? 384 : 256) << c.what;
+    EXPECT_GE(count(p.src, "cp.async.bulk.tensor."), 2u) << c.what;
+    EXPECT_EQ(count(p.src, "wgmma.mma_async.sync.aligned.m64n"), c.two ? 4u : 1u) << c.what;
+    EXPECT_EQ(count(p.src, "ldmatrix.sync.aligned.m8n8.x4"), c.two ? 4u : 0u) << c.what;
+    EXPECT_EQ(count(p.src, ".trans.shared.b16"), c.two && !c.r_kmajor ? 4u : 0u) << c.what;
+    EXPECT_EQ(count(p.src, "setmaxnreg"), c.two ? 2u : 0u) << c.what;
+    EXPECT_EQ(count(p.src, "shfl.sync.idx"), 1u) << c.what;
+    EXPECT_EQ(count(p.src, "st.shared.v4.f32"), c.two ? 32u : 16u) << c.what;
+    EXPECT_NE(p.src.find(".visible .global .align 8 .b64 tg_launch["), std::string::npos) << c.what;
+    const std::string rep = ptxas_report(p.src, "sm_90a");
+    if (rep.empty()) GTEST_SKIP() << "no ptxas in the toolkit";
+    EXPECT_EQ(rep.find("error"), std::string::npos) << c.what << "\n" << rep << "\n" << p.src;
+    EXPECT_EQ(rep.find("C7520"), std::string::npos) << c.what << "\n" << rep;
+    EXPECT_EQ(rep.find("serialized"), std::string::npos) << c.what << "\n" << rep;
+    EXPECT_NE(rep.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos) << c.what << "\n" << rep;
+    const int regs = ptxas_registers(rep);
+    EXPECT_GT(regs, 0) << c.what << "\n" << rep;
+    if (!nvrtc().ok) continue;
+    Context cuda_c({{"TC_PTX", 0}});
+    const RenderedProgram q = template_program(c.ast, sm90r);
+    ASSERT_FALSE(is_ptx(q)) << c.what;
+    EXPECT_EQ(ptxas_registers(ptxas_report(nvrtc().to_ptx(q.src, "sm_90a"), "sm_90a")), regs) << c.what;
+  }
+}
+
+// Epilogues the PTX kernel doesn't cover take the TMA kernel in CUDA C (NVRTC): ops beyond ADD MUL MAX NEG and casts
+// (sigmoid's EXP2 and RECIP), outputs without aligned runs of 8 (N=36), and TC_PTX=0. Those the bench and models
+// use stay PTX: bias, relu, a residual add, fp16 accumulation.
+TEST(TCGemm, PTXOrCudaCByEpilogue) {
+  static const CUDARenderer sm90r("sm_90");
+  Context ctx({{"TC_OPT", 2}});
+  const Tensor a = mat({256, 128}, dtypes::half), b = mat({128, 192}, dtypes::half), bias = mat({192}, dtypes::half);
+  const Tensor res = mat({256, 192}, dtypes::half);
+  auto form = [&](const Tensor& t) {
+    const RenderedProgram p = template_program(last_ast(t), sm90r);
+    EXPECT_NE(p.src.find("cp.async.bulk.tensor"), std::string::npos) << p.src.substr(0, 2000);   // the TMA kernel either way
+    return is_ptx(p);
+  };
+  EXPECT_TRUE(form(a.matmul(b)));
+  EXPECT_TRUE(form((a.matmul(b) + bias).relu()));
+  EXPECT_TRUE(form(a.matmul(b) + res));
+  EXPECT_TRUE(form(a.matmul(b, false, dtypes::half)));
+  EXPECT_FALSE(form((a.matmul(b) + bias).sigmoid()));
+  EXPECT_FALSE(form(mat({72, 40}, dtypes::half).matmul(mat({36, 40}, dtypes::half).transpose())));
+  Context off({{"TC_PTX", 0}});
+  EXPECT_FALSE(form(a.matmul(b)));
 }
 
 // fp32 without tensor cores: the SIMT template's main loop is 16-byte global loads, 16-byte shared-memory reads and
@@ -1097,6 +1180,7 @@ struct AstEval {
 
 TEST(TCGemm, WarpEmulated) {
   if (std::system("command -v c++ >/dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler";
+  Context cuda_c({{"TC_PTX", 0}});   // the emulator runs CUDA C: the TMA kernel's C form (the PTX form: on the GPU)
   std::mt19937 rng(11);
   struct EmuCase {
     const char* what; UOp ast; int64_t tc_opt, tile; bool sm90 = false; const char* tma = nullptr; bool tf32 = false;
@@ -1297,6 +1381,8 @@ static tg_tmap emu_map(int i, void** bufs) {
 // compiled into the text: every shape its own source).
 TEST(TCGemm, ShapeGenericTmaSource) {
   static const CUDARenderer sm90r("sm_90");
+  for (int as_ptx : {1, 0}) {
+  Context ctx({{"TC_PTX", as_ptx}});
   auto prog = [&](int64_t m, int64_t k, int64_t n) {
     return template_program(last_ast(mat({m, k}, dtypes::half).matmul(mat({k, n}, dtypes::half))), sm90r);
   };
@@ -1317,7 +1403,9 @@ TEST(TCGemm, ShapeGenericTmaSource) {
     EXPECT_NE(q.name, small.name);
     EXPECT_EQ(q.function_name.find(std::to_string(n)), std::string::npos) << q.function_name;
   }
-  for (const char* n : {"1536", "1408", "1664", "1280"}) EXPECT_EQ(small.src.find(n), std::string::npos) << n << " in\n" << small.src;
+  // (the PTX form's shared-memory offsets hold such numbers: 1536 = 3 x 512)
+  if (!as_ptx)
+    for (const char* n : {"1536", "1408", "1664", "1280"}) EXPECT_EQ(small.src.find(n), std::string::npos) << n << " in\n" << small.src;
   // batched with a bias + relu epilogue (3-d tensor maps, the batch sizes and the output's strides as arguments)
   auto batched = [&](int64_t b, int64_t m, int64_t k, int64_t n) {
     return template_program(last_ast((mat({b, m, k}, dtypes::half).matmul(mat({b, k, n}, dtypes::half)) + mat({n}, dtypes::half)).relu()), sm90r);
@@ -1326,8 +1414,16 @@ TEST(TCGemm, ShapeGenericTmaSource) {
   EXPECT_EQ(b1.src, b2.src);
   EXPECT_NE(b1.arg_vals, b2.arg_vals);
   EXPECT_NE(b1.src, small.src);
-  if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
   for (const RenderedProgram* q : {&small, &big, &b1}) {
+    EXPECT_EQ(is_ptx(*q), as_ptx == 1);
+    if (is_ptx(*q)) {
+      // parameters: the buffers (.u64), one .u32 per argument, the two tensor maps
+      EXPECT_EQ(count(q->src, "\t.param .u64 p_data"), static_cast<size_t>(q->n_bufs));
+      EXPECT_EQ(count(q->src, "\t.param .u32 p_tg_"), q->arg_vals.size()) << q->src.substr(0, 3000);
+      EXPECT_EQ(count(q->src, ".param .align 64 .b8 p_tm_"), 2u);
+      continue;
+    }
+    if (!nvrtc().ok) GTEST_SKIP() << "NVRTC not installed";
     const std::string ptx = nvrtc().to_ptx(q->src, "sm_90a");
     ASSERT_EQ(ptx.rfind("ERROR:", 0), std::string::npos) << ptx << "\n" << q->src;
     // parameters: the buffers, one .u32 per argument, the two tensor maps (the last is param n_bufs + args + 1)
@@ -1336,6 +1432,7 @@ TEST(TCGemm, ShapeGenericTmaSource) {
     EXPECT_NE(ptx.find(fn + std::to_string(last)), std::string::npos) << ptx.substr(0, 4000);
     EXPECT_EQ(ptx.find(fn + std::to_string(last + 1)), std::string::npos);
     EXPECT_NE(ptx.find(".param .u32 " + fn + std::to_string(q->n_bufs)), std::string::npos) << ptx.substr(0, 4000);
+  }
   }
 }
 
@@ -1602,4 +1699,34 @@ TEST(TensorCoresGPU, NewShapeReusesTheTmaBinary) {
   EXPECT_EQ(gemm(1000, 1000, 1000), 0);
   gemm(4096, 4096, 4096);   // the 128x256 tiles' config
   EXPECT_EQ(gemm(2048, 1000, 3000), 0);
+}
+
+// The TMA kernel as PTX (the default) and as CUDA C (TC_PTX=0, the fallback for epilogues the PTX doesn't cover)
+// against the CPU: odd M/N/K edges, batched, A or B transposed (R K-major or not), bias + relu, a residual add,
+// fp16/bf16 in with fp16/bf16/fp32 out, both tile configs; a sigmoid epilogue takes the C kernel in either setting.
+TEST(TensorCoresGPU, TmaPtxAndCudaC) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
+  for (int as_ptx : {1, 0}) {
+    SCOPED_TRACE(as_ptx ? "PTX" : "CUDA C");
+    Tensor::manual_seed(21);
+    Context ctx({{"TC_OPT", 2}, {"TC_PTX", as_ptx}});
+    check_gemm(1, 1000, 1000, 1000, dtypes::half, std::nullopt, false, false, false, 5e-3);
+    check_gemm(1, 520, 264, 392, dtypes::half, std::nullopt, false, true, true, 5e-3);
+    check_gemm(1, 1000, 136, 520, dtypes::half, std::nullopt, true, false, true, 5e-3);
+    check_gemm(3, 200, 72, 136, dtypes::half, std::nullopt, false, false, true, 5e-3);
+    check_gemm(2, 136, 72, 200, dtypes::bfloat16, std::nullopt, false, false, false, 2e-2);
+    check_gemm(1, 256, 512, 256, dtypes::half, dtypes::half, false, false, false, 2e-2);
+    check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);   // 128x256 tiles, R K-major
+    check_gemm(1, 3000, 200, 2056, dtypes::half, std::nullopt, false, false, true, 5e-3);       // 128x256, ldmatrix.trans
+    Tensor a = (Tensor::randn({520, 264}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+    Tensor w = (Tensor::randn({264, 392}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+    Tensor r = Tensor::randn({520, 392}, {.device = "CPU"}).cast(dtypes::half).realize();
+    Tensor bias = Tensor::randn({392}, {.device = "CPU"}).cast(dtypes::half).realize();
+    auto f32 = [](const Tensor& t) { return t.cast(dtypes::float32); };
+    // a residual add with fp32 out, and a sigmoid epilogue
+    EXPECT_LT(rel_err(to_floats((a.to("CUDA").matmul(w.to("CUDA")) + r.to("CUDA")).cast(dtypes::float32)), to_floats(f32(a).matmul(f32(w)) + f32(r))), 5e-3);
+    EXPECT_LT(rel_err(to_floats((a.to("CUDA").matmul(w.to("CUDA")) + bias.to("CUDA")).sigmoid()), to_floats((f32(a).matmul(f32(w)) + f32(bias)).sigmoid())),
+              5e-3);
+  }
 }

@@ -7,18 +7,22 @@
 // buffers: a copy-in returns once the data is staged and its DMA queued, so it overlaps the kernels
 // before it; a copy-out pipelines chunks (DMA of one while the last is copied out of staging).
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "engine/profile.hpp"   // PROFILE spans of a new kernel's load and first launch (first-call time)
 #include "runtime/device.hpp"
+#include "runtime/tools.hpp"
 #include "tg/helpers.hpp"
 #include "uop/uop.hpp"   // TG_ASSERT
 
@@ -233,11 +237,8 @@ const JitLinkApi& jitlink() {
   return j;
 }
 
-// PTX text -> cubin for arch (sm_XXa) with nvJitLink; without it (or NVJITLINK=0) the PTX itself, which
-// cuModuleLoadData JIT-compiles in the driver (its compute cache keeps the result unless CUDA_CACHE_DISABLE=1)
-std::string ptx_to_cubin(const std::string& ptx, const std::string& arch) {
+std::string nvjitlink_cubin(const std::string& ptx, const std::string& arch) {
   const JitLinkApi& j = jitlink();
-  if (!j.ok || getenv("NVJITLINK", 1) == 0) return ptx;
   const std::string opt = "-arch=" + arch;
   const char* opts[] = {opt.c_str()};
   void* h = nullptr;
@@ -258,6 +259,45 @@ std::string ptx_to_cubin(const std::string& ptx, const std::string& arch) {
   j.cubin(h, bin.data());
   j.destroy(&h);
   return bin;
+}
+
+// the toolkit's ptxas next to NVRTC (or under CUDA_PATH, /usr/local/cuda), if any
+std::optional<std::string> ptxas_path() {
+  std::vector<std::string> dirs;
+  if (!api().nvrtc_dir.empty()) dirs.push_back(api().nvrtc_dir + "/../bin");
+  for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
+    if (auto v = getenv_str(env, ""); !v.empty()) dirs.push_back(v + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const std::string& d : dirs)
+    if (access((d + "/ptxas").c_str(), X_OK) == 0) return d + "/ptxas";
+  return std::nullopt;
+}
+
+std::string ptxas_cubin(const std::string& exe, const std::string& ptx, const std::string& arch) {
+  const std::string in = write_temp("tg_ptx", ".ptx", ptx), out = in + ".cubin";
+  std::string log;
+  const int rc = run_tool({exe, "-arch=" + arch, "-o", out, in}, &log);
+  std::ifstream f(out, std::ios::binary);
+  std::ostringstream bin;
+  bin << f.rdbuf();
+  unlink(in.c_str()), unlink(out.c_str());
+  if (rc != 0) throw Error("CUDA compile (" + exe + " -arch=" + arch + ", exit " + std::to_string(rc) + "):\n" + log + "\nPTX:\n" + ptx);
+  return bin.str();
+}
+
+// PTX text -> cubin for arch (sm_XXa). PTX_COMPILER picks how: ptxas (the toolkit's, a child process: whole-program,
+// the default where found), nvjitlink (in-process, but it compiles the PTX relocatable and links: ptxas -c cost 43%
+// more for the 128x256 GEMM here, bench/tc_notes.md session 13; the default where no ptxas) or driver (returns the
+// PTX, which cuModuleLoadData JIT-compiles; its compute cache keeps the result unless CUDA_CACHE_DISABLE=1).
+std::string ptx_to_cubin(const std::string& ptx, const std::string& arch) {
+  std::string how = getenv_str("PTX_COMPILER", "");
+  const std::optional<std::string> exe = ptxas_path();
+  if (how.empty()) how = exe ? "ptxas" : jitlink().ok ? "nvjitlink" : "driver";
+  if (how == "ptxas" && exe) return ptxas_cubin(*exe, ptx, arch);
+  if (how == "nvjitlink" && jitlink().ok) return nvjitlink_cubin(ptx, arch);
+  if (how == "driver") return ptx;
+  throw Error("PTX_COMPILER=" + how + ": not available here (ptxas " + (exe ? *exe : std::string("not found")) + ", libnvJitLink " +
+              (jitlink().ok ? "loaded" : "not found") + "); use ptxas, nvjitlink or driver");
 }
 
 class CUDACompiler : public Compiler {
