@@ -1,6 +1,6 @@
 // GEMM and conv2d on the GPU (JSON lines): tinygrad.cpp's kernels for the cases of issue 12 (all kernels of the output from realized inputs: the conv's channels-last copies too), timed
 // with device events (median of REPS runs after a warm-up), plus the first-call time of a new GEMM
-// (schedule + codegen + NVRTC + load + first run, with the disk cache off; see first_call). bench/gemm_vs_torch.sh runs
+// (schedule + codegen + compile + load + first run, with the disk cache off; see first_call). bench/gemm_vs_torch.sh runs
 // torch on the same cases in the same call and prints ratios. CASES=gemm_fp16_4096,... picks cases; REPS (default 20).
 // gemm_fp32_tf32_4096 runs with ALLOW_TF32=1. beam_gemm_fp16_4096 (only when named in CASES: it takes a while) is the
 // BEAM=2 search time of the 4096^3 fp16 GEMM with the disk cache off, and the found kernel's speed.
@@ -134,8 +134,10 @@ double new_gemm_ms(int64_t n, bool profiled = false, bool* compiled = nullptr) {
 // the first run. first_call_new_gemm_fp16 is the median of (b) (the common case: a model's next shape);
 // first_call_new_config_gemm_fp16 the full compiles of (a), with the process's first GEMM. The host's speed varies
 // between runs, hence a median.
-// A sixth shape (1280^3, a compiled config) runs under PROFILE: its host spans by kind (schedule, codegen, compile =
-// NVRTC, module_load, launch_info, first_launch, tensor_map_encode) show where the time goes.
+// A full compile is ptxas alone where the TMA kernel is rendered as PTX (codegen/tc_gemm_ptx.cpp; PTX_COMPILER picks
+// ptxas, nvjitlink or the driver's JIT, runtime/cuda.cpp), NVRTC (front end, NVVM, ptxas) for the CUDA C kernel (TC_PTX=0).
+// A sixth shape (1280^3, a compiled config) runs under PROFILE: its host spans by kind (schedule, codegen, compile,
+// module_load, launch_info, first_launch, tensor_map_encode) show where the time goes.
 void first_call() {
   Context ctx({{"CACHELEVEL", 0}});
   bool cold_compiled = false;
@@ -156,7 +158,7 @@ void first_call() {
   std::printf("{\"bench\":\"first_call_cold_gemm_fp16_1024\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"compiled\":%s,\"what\":\"the process's "
               "first GEMM (CUDA context already up): a full compile\"}\n", cold, cold_compiled ? "true" : "false");
   std::printf("{\"bench\":\"first_call_new_config_gemm_fp16\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"shapes\":[%s],\"what\":\"(a) a new "
-              "shape whose config was never compiled in the process: codegen+NVRTC+load+first run (median of these; the 1024^3 "
+              "shape whose config was never compiled in the process: codegen+compile (ptxas or NVRTC)+load+first run (median of these; the 1024^3 "
               "cold one above is one too)\"}\n", median(full), full_js.c_str());
   std::printf("{\"bench\":\"first_call_new_gemm_fp16\",\"impl\":\"tinygrad.cpp\",\"ms\":%.1f,\"shapes\":[%s],\"each_ms\":[%s],"
               "\"median_all5_ms\":%.1f,\"what\":\"(b) median of new GEMM shapes (of 1536,1408,1664,1792,1920 ^3) whose config was "
