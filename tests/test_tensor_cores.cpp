@@ -745,8 +745,9 @@ TEST(TCGemm, PtxasTmaKernelAsPtx) {
 }
 
 // Epilogues the PTX kernel doesn't cover take the TMA kernel in CUDA C (NVRTC): ops beyond ADD MUL MAX NEG and casts
-// (sigmoid's EXP2 and RECIP), outputs without aligned runs of 8 (N=36), and TC_PTX=0. Those the bench and models
-// use stay PTX: bias, relu, a residual add, fp16 accumulation.
+// (sigmoid's EXP2 and RECIP), outputs without aligned runs of 8 (N=36), and TC_PTX=0; so does a block tile of 192
+// S rows (TC_TMA_CFG; the PTX's index math takes powers of two: it threw on the H100 before). Those the bench and
+// models use stay PTX: bias, relu, a residual add, fp16 accumulation.
 TEST(TCGemm, PTXOrCudaCByEpilogue) {
   static const CUDARenderer sm90r("sm_90");
   Context ctx({{"TC_OPT", 2}});
@@ -763,6 +764,10 @@ TEST(TCGemm, PTXOrCudaCByEpilogue) {
   EXPECT_TRUE(form(a.matmul(b, false, dtypes::half)));
   EXPECT_FALSE(form((a.matmul(b) + bias).sigmoid()));
   EXPECT_FALSE(form(mat({72, 40}, dtypes::half).matmul(mat({36, 40}, dtypes::half).transpose())));
+  {
+    Context bs192(std::map<std::string, std::string>{{"TC_TMA_CFG", "2,192,4"}});
+    EXPECT_FALSE(form(a.matmul(b)));
+  }
   Context off({{"TC_PTX", 0}});
   EXPECT_FALSE(form(a.matmul(b)));
 }

@@ -1164,7 +1164,8 @@ struct PtxEpilogue {
 // render_tma's kernel as PTX, for the epilogues PtxEpilogue covers whose output takes 16-byte runs of 8 (vec8);
 // NotCovered otherwise (args then as before: the caller renders the CUDA C kernel from a copy)
 std::string render_tma_ptx(const Plan& p, const TmaCfg& c, const std::string& fname, bool s_is_b, const TmaMap& mr, const TmaMap& ms, Args& args) {
-  need(getenv("TC_PTX", 1) != 0);
+  // the PTX kernel's tile and run index math takes powers of two (shifts): TC_TMA_CFG's bs of 192 takes CUDA C
+  need(getenv("TC_PTX", 1) != 0 && (c.bs & (c.bs - 1)) == 0);
   const std::vector<int>& r_axes = s_is_b ? p.m_axes : p.n_axes;
   ptx::TmaSpec sp;
   sp.fname = fname;

@@ -251,7 +251,7 @@ std::string nvjitlink_cubin(const std::string& ptx, const std::string& arch) {
     j.destroy(&h);
     throw Error(std::string("CUDA compile (nvJitLink ") + what + ", " + arch + "):\n" + log.c_str() + "\nPTX:\n" + ptx);
   };
-  if (j.add_data(h, 1 /* NVJITLINK_INPUT_PTX */, ptx.data(), ptx.size(), "tg.ptx") != 0) fail("AddData");
+  if (j.add_data(h, 2 /* NVJITLINK_INPUT_PTX */, ptx.data(), ptx.size(), "tg.ptx") != 0) fail("AddData");
   if (j.complete(h) != 0) fail("Complete");
   size_t n = 0;
   j.cubin_size(h, &n);
