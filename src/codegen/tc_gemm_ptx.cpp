@@ -15,13 +15,13 @@ int log2i(int64_t v) {
   return l;
 }
 
-struct Kernel {
+struct TmaKernel {
   const TmaSpec& s;
   Fn f;
   int64_t stage_r, stage_s;   // bytes of one ring slot of R and S
   int br() const { return 64 * s.consumers; }
 
-  explicit Kernel(const TmaSpec& spec) : s(spec), stage_r(int64_t{64} * 64 * spec.consumers * 2), stage_s(int64_t{spec.bs} * 64 * 2) {}
+  explicit TmaKernel(const TmaSpec& spec) : s(spec), stage_r(int64_t{64} * 64 * spec.consumers * 2), stage_s(int64_t{spec.bs} * 64 * 2) {}
 
   std::string fixed(const std::string& name, const std::string& ty) {
     f.decls += "\t.reg ." + ty + " " + name + ";\n";
@@ -71,7 +71,7 @@ struct Kernel {
     f("cp.async.bulk.tensor." + S(rank) + "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [" + dst + "], [" + map + ", " + crd + "], [" +
       bar + "]");
   }
-  // tile loop head: %tile from blockIdx.x by gridDim.x while < NT; returns the exit label's check
+  // warpgroup 0: one thread issues the TMA copies of every k tile of the block's tiles into the ring
   void producer() {
     if (s.consumers == 2) f("setmaxnreg.dec.sync.aligned.u32 40");
     const std::string done = "$Lend";
@@ -261,6 +261,7 @@ struct Kernel {
     f("setp.lt.u32 " + p + ", " + c + ", " + S(chunks));
     f("@" + p + " bra " + lc);
   }
+  // warpgroups 1..: per tile, the k loop on the ring (each warp releases a slot it has read), then the epilogue
   void consumer() {
     if (s.consumers == 2) f("setmaxnreg.inc.sync.aligned.u32 232");
     f("sub.u32 %cw, %warp, 4");
@@ -383,6 +384,6 @@ struct Kernel {
 
 }  // namespace
 
-std::string render_tma(const TmaSpec& spec) { return Kernel(spec).render(); }
+std::string render_tma(const TmaSpec& spec) { return TmaKernel(spec).render(); }
 
 }  // namespace tg::ptx
