@@ -21,14 +21,6 @@ bool is_buffer_load(const UOp& u) {
   return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0]->op == Ops::DEFINE_GLOBAL && u->src[1]->op == Ops::SHAPETRACKER;
 }
 
-int64_t l2_bytes() {
-  static const int64_t l2 = [] {
-    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return v > 0 ? static_cast<int64_t>(v) : int64_t{1} << 20;
-  }();
-  return getenv("CPU_L2", l2);
-}
-
 // The ast with every ShapeTracker's axis v split into (shape[v] / nc, nc), the reduce axes moved
 // with it, and the node `b` replaced by `nb`.
 UOp split_ast(const UOp& ast, int64_t v, int64_t nc, const UOp& b, const UOp& nb) {
@@ -63,6 +55,18 @@ UOp split_ast(const UOp& ast, int64_t v, int64_t nc, const UOp& b, const UOp& nb
 }
 
 }  // namespace
+
+CpuCaches cpu_caches() {
+  static const CpuCaches sys = [] {
+    auto get = [](int name, int64_t fallback) {
+      const long v = sysconf(name);
+      return v > 0 ? static_cast<int64_t>(v) : fallback;
+    };
+    return CpuCaches{get(_SC_LEVEL1_DCACHE_SIZE, 32 * 1024), get(_SC_LEVEL1_DCACHE_ASSOC, 8), get(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20),
+                     get(_SC_LEVEL1_DCACHE_LINESIZE, 64)};
+  }();
+  return CpuCaches{getenv("CPU_L1", sys.l1), getenv("CPU_L1_ASSOC", sys.l1_assoc), getenv("CPU_L2", sys.l2), sys.line};
+}
 
 std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
   if (ren.has_local || !getenv("CPU_PACK", 1) || ren.vector_bytes < 16) return std::nullopt;
@@ -127,12 +131,12 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       // (the threads split the panels: at least two each)
       for (int64_t blk : {4, 2})
         if (nc == 2 * lanes && full[v] % (nc * blk) == 0 && full[v] / (nc * blk) >= 2 * cpu_threads() &&
-            K * nc * blk * 4 <= l2_bytes() / 2 && blk <= getenv("CPU_PACK_BLOCK", 4)) {
+            K * nc * blk * 4 <= cpu_caches().l2 / 2 && blk <= getenv("CPU_PACK_BLOCK", 4)) {
           nc *= blk;
           break;
         }
       // the panel (K x nc) must stay in half the L2 (no K-blocking here); the work must dwarf the copy
-      if (K * nc * 4 > l2_bytes() / 2 || K < 16) continue;   // (nc was only widened within it)
+      if (K * nc * 4 > cpu_caches().l2 / 2 || K < 16) continue;   // (nc was only widened within it)
       int64_t bsize = full[v] * K, work = 1;
       for (int64_t i : batch) bsize *= full[i];
       for (int64_t i = 0; i < n; i++) work *= full[i];

@@ -8,6 +8,7 @@
 // (N/NC, NC) and b is read from the scratch: each panel is then one contiguous stream that stays in L2.
 // Both asts go through the ordinary Kernel path (heuristics, BEAM, render, caches).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -25,6 +26,17 @@ struct PackPlan {
   DType dtype;
   int64_t nc = 0;              // panel width (lanes x 2)
 };
+
+// This core's data caches, read at runtime (sysconf); CPU_L1, CPU_L1_ASSOC and CPU_L2 override them (tests,
+// other machines). The CPU GEMM's blocking, panel layout and loop order derive from these.
+struct CpuCaches {
+  int64_t l1 = 0;         // L1d bytes
+  int64_t l1_assoc = 0;   // L1d ways
+  int64_t l2 = 0;         // L2 bytes
+  int64_t line = 0;       // cache line bytes
+  int64_t l1_sets() const { return std::max<int64_t>(1, l1 / std::max<int64_t>(1, l1_assoc * line)); }
+};
+CpuCaches cpu_caches();
 
 // The plan for a CPU kernel ast, or nothing when packing doesn't apply or wouldn't pay
 // (CPU_PACK=0 turns it off; renderers with locals, i.e. GPUs, never pack).
