@@ -83,6 +83,26 @@ TEST(CpuGemmPack, PlanSplitsNAndPacksBIntoPanels) {
   EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the scratch\n" << src;
 }
 
+// The loop order comes from the L2's size: 1024^3 packs B as 8 panels of 4 tiles (32 x 1024 floats each, 4 MB in
+// all). A 1 MB or 2 MB L2 (Zen 5, Sapphire Rapids) can't hold all of B but holds one panel's 4 tiles (512 KB) in
+// its half: the panels go outermost (SWAP) and the rows stream past each panel. With 16 MB B fits whole and the
+// rows stay outermost. (The 2 MB case failed before: B was counted as its 8 panels' first tile, 1 MB.)
+TEST(CpuGemmPack, L2OrderFromTheCacheSize) {
+  const Tensor a = ints({1024, 1024}, 1), b = ints({1024, 1024}, 2);
+  for (int64_t l2 : {int64_t{1} << 20, int64_t{2} << 20, int64_t{16} << 20}) {
+    SCOPED_TRACE("L2 " + std::to_string(l2));
+    Context ctx({{"CPU_L2", l2}, {"THREADS", 2}});
+    EXPECT_EQ(cpu_caches().l2, l2);
+    auto plan = cpu_gemm_pack(last_ast(a.matmul(b)), cpu());
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->nc, 128) << "4 tiles of 32 columns a panel: 1024 x 128 x 4 bytes fits half the L2";
+    Kernel k(plan->gemm_ast, cpu());
+    k.hand_coded_optimizations();
+    const std::string opts = opts_to_string(k.applied_opts);
+    EXPECT_EQ(opts.find("SWAP,0,1") != std::string::npos, l2 < (int64_t{8} << 20)) << opts;
+  }
+}
+
 TEST(CpuGemmPack, NotForSmallOrWhenOff) {
   const Tensor a = ints({64, 64}, 1), b = ints({64, 64}, 2);
   EXPECT_FALSE(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())) << "64^3: the copy would cost more than it saves";
