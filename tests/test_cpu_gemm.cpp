@@ -68,17 +68,19 @@ TEST(CpuGemmPack, PlanSplitsNAndPacksBIntoPanels) {
   const Tensor a = ints({256, 128}, 1), b = ints({128, 256}, 2);
   auto plan = cpu_gemm_pack(last_ast(a.matmul(b)), cpu());
   ASSERT_TRUE(plan);
-  // 256 columns in 4 panels of 64 (two 32-wide tiles each: 128 x 64 x 4 bytes fits half the L2), K inside
+  // 256 columns in 4 panels of 64 (two 32-wide tiles each: 128 x 64 x 4 bytes fits half the L2), K inside; each
+  // tile's 128 x 32 floats contiguous, the panels a line (16 floats) further apart than their tiles fill
   EXPECT_EQ(plan->nc, 64);
-  EXPECT_EQ(plan->scratch_size, 128 * 256);
+  EXPECT_EQ(plan->scratch_size, 128 * 256 + 4 * 16);
   EXPECT_EQ(plan->b_index, 2);
   EXPECT_EQ(plan->scratch_index, 2) << "the scratch takes b's place";
   Kernel pk(plan->pack_ast, cpu());
-  EXPECT_EQ(pk.output_shape(), (Shape{4, 128, 64}));
-  // the GEMM: b's lanes contiguous in the scratch, a vector tile of 2 x 16 over 8 rows, panels outermost
+  EXPECT_EQ(pk.output_shape(), (Shape{4, 2, 128, 32}));
+  EXPECT_EQ(pk.sts[0].real_strides(), (std::vector<std::optional<int64_t>>{2 * 128 * 32 + 16, 128 * 32, 32, 1}));
+  // the GEMM: b's lanes contiguous in the scratch, a vector tile of 2 x 16 over 8 rows, panels and tiles two axes
   Kernel k(plan->gemm_ast, cpu());
   k.hand_coded_optimizations();
-  EXPECT_EQ(opts_to_string(k.applied_opts), "UPCAST,2,16;UPCAST,2,2;UPCAST,0,8") << "b (128 KB) fits in the L2: rows stay outermost";
+  EXPECT_EQ(opts_to_string(k.applied_opts), "UPCAST,3,16;UPCAST,3,0;UPCAST,0,8") << "b (128 KB) fits in the L2: rows stay outermost";
   const std::string src = k.to_program().src;
   EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the scratch\n" << src;
 }
