@@ -105,6 +105,28 @@ TEST(CpuGemmPack, L2OrderFromTheCacheSize) {
   }
 }
 
+// Panels of several tiles (N a multiple of 64 or 128 with two threads: [panel][tile][K][32] scratch, the GEMM with
+// panel, tile and tile columns as three axes): odd M and K, a batch, a transposed and a strided b, 1-long axes.
+// Exact against NOOPT and a host loop.
+TEST(CpuGemmPack, PanelsOfTilesOddSizesBatchTransposedStrided) {
+  Context ctx({{"CPU_L2", 2 << 20}, {"THREADS", 2}});
+  auto nc_of = [](const Tensor& out) { return cpu_gemm_pack(last_ast(out), cpu())->nc; };
+  const Tensor a = ints({67, 129}, 1), b = ints({129, 512}, 2);
+  EXPECT_EQ(nc_of(a.matmul(b)), 128);
+  EXPECT_EQ(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())->scratch_size, 129 * 512 + 4 * 16);
+  check_matmul(a, b, true);
+  const Tensor ba = ints({2, 64, 72}, 3), bb = ints({2, 72, 256}, 4);
+  EXPECT_EQ(nc_of(ba.matmul(bb)), 64) << "256 columns: two tiles a panel leave two panels to each thread";
+  check_matmul(ba, bb, true);
+  const Tensor x = ints({96, 130}, 5), w = ints({512, 130}, 6);
+  EXPECT_EQ(nc_of(x.matmul(w.T())), 128);
+  check_matmul(x, w.T(), true);   // a linear layer: b transposed
+  const Tensor wide = ints({96, 1024}, 7);
+  const Tensor every_other = wide.reshape({96, 512, 2}).shrink({{0, 96}, {0, 512}, {1, 2}}).reshape({96, 512});
+  check_matmul(x.shrink({{0, 96}, {0, 96}}), every_other, true);
+  check_matmul(ints({1, 1, 65, 64}, 8), ints({1, 64, 512}, 9), true);
+}
+
 TEST(CpuGemmPack, NotForSmallOrWhenOff) {
   const Tensor a = ints({64, 64}, 1), b = ints({64, 64}, 2);
   EXPECT_FALSE(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())) << "64^3: the copy would cost more than it saves";

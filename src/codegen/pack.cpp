@@ -62,10 +62,9 @@ CpuCaches cpu_caches() {
       const long v = sysconf(name);
       return v > 0 ? static_cast<int64_t>(v) : fallback;
     };
-    return CpuCaches{get(_SC_LEVEL1_DCACHE_SIZE, 32 * 1024), get(_SC_LEVEL1_DCACHE_ASSOC, 8), get(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20),
-                     get(_SC_LEVEL1_DCACHE_LINESIZE, 64)};
+    return CpuCaches{get(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20), get(_SC_LEVEL1_DCACHE_LINESIZE, 64)};
   }();
-  return CpuCaches{getenv("CPU_L1", sys.l1), getenv("CPU_L1_ASSOC", sys.l1_assoc), getenv("CPU_L2", sys.l2), sys.line};
+  return CpuCaches{getenv("CPU_L2", sys.l2), sys.line};
 }
 
 std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {

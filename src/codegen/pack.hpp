@@ -8,7 +8,6 @@
 // (N/NC, NC) and b is read from the scratch: each panel is then one contiguous stream that stays in L2.
 // Both asts go through the ordinary Kernel path (heuristics, BEAM, render, caches).
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -27,14 +26,11 @@ struct PackPlan {
   int64_t nc = 0;              // panel width (lanes x 2)
 };
 
-// This core's data caches, read at runtime (sysconf); CPU_L1, CPU_L1_ASSOC and CPU_L2 override them (tests,
-// other machines). The CPU GEMM's blocking, panel layout and loop order derive from these.
+// This core's L2 size and cache line, read at runtime (sysconf); CPU_L2 overrides the size (tests, other
+// machines). The CPU GEMM's panel width, panel layout and loop order derive from these.
 struct CpuCaches {
-  int64_t l1 = 0;         // L1d bytes
-  int64_t l1_assoc = 0;   // L1d ways
-  int64_t l2 = 0;         // L2 bytes
-  int64_t line = 0;       // cache line bytes
-  int64_t l1_sets() const { return std::max<int64_t>(1, l1 / std::max<int64_t>(1, l1_assoc * line)); }
+  int64_t l2 = 0;     // bytes
+  int64_t line = 0;   // bytes
 };
 CpuCaches cpu_caches();
 
