@@ -68,19 +68,63 @@ TEST(CpuGemmPack, PlanSplitsNAndPacksBIntoPanels) {
   const Tensor a = ints({256, 128}, 1), b = ints({128, 256}, 2);
   auto plan = cpu_gemm_pack(last_ast(a.matmul(b)), cpu());
   ASSERT_TRUE(plan);
-  // 256 columns in 4 panels of 64 (two 32-wide tiles each: 128 x 64 x 4 bytes fits half the L2), K inside
+  // 256 columns in 4 panels of 64 (two 32-wide tiles each: 128 x 64 x 4 bytes fits half the L2), K inside; each
+  // tile's 128 x 32 floats contiguous, the panels a line (16 floats) further apart than their tiles fill
   EXPECT_EQ(plan->nc, 64);
-  EXPECT_EQ(plan->scratch_size, 128 * 256);
+  EXPECT_EQ(plan->scratch_size, 128 * 256 + 4 * 16);
   EXPECT_EQ(plan->b_index, 2);
   EXPECT_EQ(plan->scratch_index, 2) << "the scratch takes b's place";
   Kernel pk(plan->pack_ast, cpu());
-  EXPECT_EQ(pk.output_shape(), (Shape{4, 128, 64}));
-  // the GEMM: b's lanes contiguous in the scratch, a vector tile of 2 x 16 over 8 rows, panels outermost
+  EXPECT_EQ(pk.output_shape(), (Shape{4, 2, 128, 32}));
+  EXPECT_EQ(pk.sts[0].real_strides(), (std::vector<std::optional<int64_t>>{2 * 128 * 32 + 16, 128 * 32, 32, 1}));
+  // the GEMM: b's lanes contiguous in the scratch, a vector tile of 2 x 16 over 8 rows, panels and tiles two axes
   Kernel k(plan->gemm_ast, cpu());
   k.hand_coded_optimizations();
-  EXPECT_EQ(opts_to_string(k.applied_opts), "UPCAST,2,16;UPCAST,2,2;UPCAST,0,8") << "b (128 KB) fits in the L2: rows stay outermost";
+  EXPECT_EQ(opts_to_string(k.applied_opts), "UPCAST,3,16;UPCAST,3,0;UPCAST,0,8") << "b (128 KB) fits in the L2: rows stay outermost";
   const std::string src = k.to_program().src;
   EXPECT_NE(src.find("__builtin_memcpy(&v_, data2+"), std::string::npos) << "vector loads of the scratch\n" << src;
+}
+
+// The loop order comes from the L2's size: 1024^3 packs B as 8 panels of 4 tiles (32 x 1024 floats each, 4 MB in
+// all). A 1 MB or 2 MB L2 (Zen 5, Sapphire Rapids) can't hold all of B but holds one panel's 4 tiles (512 KB) in
+// its half: the panels go outermost (SWAP) and the rows stream past each panel. With 16 MB B fits whole and the
+// rows stay outermost. (The 2 MB case failed before: B was counted as its 8 panels' first tile, 1 MB.)
+TEST(CpuGemmPack, L2OrderFromTheCacheSize) {
+  const Tensor a = ints({1024, 1024}, 1), b = ints({1024, 1024}, 2);
+  for (int64_t l2 : {int64_t{1} << 20, int64_t{2} << 20, int64_t{16} << 20}) {
+    SCOPED_TRACE("L2 " + std::to_string(l2));
+    Context ctx({{"CPU_L2", l2}, {"THREADS", 2}});
+    EXPECT_EQ(cpu_caches().l2, l2);
+    auto plan = cpu_gemm_pack(last_ast(a.matmul(b)), cpu());
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->nc, 128) << "4 tiles of 32 columns a panel: 1024 x 128 x 4 bytes fits half the L2";
+    Kernel k(plan->gemm_ast, cpu());
+    k.hand_coded_optimizations();
+    const std::string opts = opts_to_string(k.applied_opts);
+    EXPECT_EQ(opts.find("SWAP,0,1") != std::string::npos, l2 < (int64_t{8} << 20)) << opts;
+  }
+}
+
+// Panels of several tiles (N a multiple of 64 or 128 with two threads: [panel][tile][K][32] scratch, the GEMM with
+// panel, tile and tile columns as three axes): odd M and K, a batch, a transposed and a strided b, 1-long axes.
+// Exact against NOOPT and a host loop.
+TEST(CpuGemmPack, PanelsOfTilesOddSizesBatchTransposedStrided) {
+  Context ctx({{"CPU_L2", 2 << 20}, {"THREADS", 2}});
+  auto nc_of = [](const Tensor& out) { return cpu_gemm_pack(last_ast(out), cpu())->nc; };
+  const Tensor a = ints({67, 129}, 1), b = ints({129, 512}, 2);
+  EXPECT_EQ(nc_of(a.matmul(b)), 128);
+  EXPECT_EQ(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())->scratch_size, 129 * 512 + 4 * 16);
+  check_matmul(a, b, true);
+  const Tensor ba = ints({2, 64, 72}, 3), bb = ints({2, 72, 256}, 4);
+  EXPECT_EQ(nc_of(ba.matmul(bb)), 64) << "256 columns: two tiles a panel leave two panels to each thread";
+  check_matmul(ba, bb, true);
+  const Tensor x = ints({96, 130}, 5), w = ints({512, 130}, 6);
+  EXPECT_EQ(nc_of(x.matmul(w.T())), 128);
+  check_matmul(x, w.T(), true);   // a linear layer: b transposed
+  const Tensor wide = ints({96, 1024}, 7);
+  const Tensor every_other = wide.reshape({96, 512, 2}).shrink({{0, 96}, {0, 512}, {1, 2}}).reshape({96, 512});
+  check_matmul(x.shrink({{0, 96}, {0, 96}}), every_other, true);
+  check_matmul(ints({1, 1, 65, 64}, 8), ints({1, 64, 512}, 9), true);
 }
 
 TEST(CpuGemmPack, NotForSmallOrWhenOff) {

@@ -5,9 +5,8 @@
 #include <iostream>
 #include <set>
 
-#include <unistd.h>
-
 #include "codegen/kernel.hpp"
+#include "codegen/pack.hpp"
 #include "cpu_threads.hpp"
 
 namespace tg {
@@ -477,21 +476,15 @@ bool gpu_reduce(Kernel& k) {
   return false;
 }
 
-// the L2 size per core (CPU_L2 overrides it: tests, other machines)
-int64_t l2_bytes() {
-  static const int64_t l2 = [] {
-    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return v > 0 ? static_cast<int64_t>(v) : int64_t{1} << 20;
-  }();
-  return getenv("CPU_L2", l2);
-}
-
 // Loop order for the L2 (after the register tile): with the tile's rows outermost (matmul M), every
-// block of rows streams all of the vector inputs (B); with the vector axis outermost, one tile's
-// panel of them (reduce x tile columns) stays in L2 while all rows pass, and the other input (A)
-// streams instead, tile-columns/tile-rows (32/8) times less data. Swapped when the vector inputs
-// don't fit in half the L2 but a panel does, and the outer axis still splits over the threads
-// (measured 2048^3 on one Zen 5 core: 61-74 -> 84-94 GFLOPS).
+// block of rows streams all of the vector inputs (B); with the vector axis outermost, one block of
+// them (reduce x the columns of every b axis inside v: a packed panel's tiles) stays in L2 while all
+// rows pass, and the other input (A) streams instead, once per block. Swapped when all of B doesn't
+// fit in half the L2 but a block does, and the outer axis still splits over the threads (2048^3 on
+// one Zen 5 core: 61-74 -> 84-94 GFLOPS). B's size counts every global axis it varies along: 1024^3
+// packs B as 8 panels of 4 tiles, 4 MB, where counting only the 8 panels (1 MB) fitted half of this
+// Sapphire Rapids' 2 MB L2, so the rows stayed outermost and streamed all of B from L3 for every 8
+// rows (44 GFLOPS per CPU second against 86 swapped; Zen 5's 1 MB L2 swapped it either way).
 void swap_for_l2(Kernel& k, const std::vector<size_t>& vector_inputs) {
   if (vector_inputs.empty() || k.global_dims() < 2) return;
   const size_t b = vector_inputs[0];
@@ -504,13 +497,17 @@ void swap_for_l2(Kernel& k, const std::vector<size_t>& vector_inputs) {
   // axis 0 is the tile's rows (the vector inputs are broadcast along it); v the vector axis left over
   if (stride_of(k, b, 0) != 0) return;
   std::optional<int64_t> v;
-  for (int64_t a = 1; a < k.global_dims() && !v; a++)
-    if (stride_of(k, b, a).value_or(0) != 0) v = a;
+  int64_t inner = 1;   // the global axes inside v that b varies along (a panel's tiles)
+  for (int64_t a = 1; a < k.global_dims(); a++)
+    if (stride_of(k, b, a).value_or(0) != 0) {
+      if (v) inner *= k.full_shape()[a];
+      else v = a;
+    }
   if (!v) return;
-  const int64_t item = k.bufs[b]->src[0]->dtype.base().itemsize(), panel = reduce * cols * std::max<int64_t>(item, 1);
-  const int64_t half_l2 = l2_bytes() / 2;
-  if (panel * k.full_shape()[*v] <= half_l2 || panel > half_l2 || k.full_shape()[*v] < 2 * cpu_threads()) return;
-  if (debug() >= 4) std::cout << "cpu L2 order : swap 0 and " << *v << " (panel " << panel << " bytes)\n";
+  const int64_t item = k.bufs[b]->src[0]->dtype.base().itemsize(), block = reduce * cols * inner * std::max<int64_t>(item, 1);
+  const int64_t half_l2 = cpu_caches().l2 / 2;
+  if (block * k.full_shape()[*v] <= half_l2 || block > half_l2 || k.full_shape()[*v] < 2 * cpu_threads()) return;
+  if (debug() >= 4) std::cout << "cpu L2 order : swap 0 and " << *v << " (block " << block << " bytes)\n";
   k.apply_opt({OptOps::SWAP, 0, *v});
 }
 

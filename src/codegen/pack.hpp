@@ -4,8 +4,10 @@
 // another output axis M (a matmul's rows) reads b in panels: every row tile streams K x NC of it.
 // When b's rows are far apart (a 1024-wide matrix: 4 KB, one L1 set for every k) or b is transposed,
 // those loads miss L1 and defeat the prefetcher. The plan copies b once into a scratch buffer laid
-// out [N/NC][other b axes][NC] (a copy kernel), and rewrites the GEMM's ast so N is split into
-// (N/NC, NC) and b is read from the scratch: each panel is then one contiguous stream that stays in L2.
+// out [batch][N/NC][NC/TW][K][TW] (a copy kernel; TW the register tile's 2 vectors, NC/TW tiles a panel,
+// panels a line apart), and rewrites the GEMM's ast so N is split into (N/NC, NC/TW, TW) (or (N/NC, NC)
+// for one-tile panels) and b is read from the scratch: each tile's K x TW is one contiguous stream and
+// a panel stays in L2.
 // Both asts go through the ordinary Kernel path (heuristics, BEAM, render, caches).
 #pragma once
 #include <cstdint>
@@ -23,8 +25,16 @@ struct PackPlan {
   int64_t scratch_index = 0;   // the scratch's DEFINE_GLOBAL index in gemm_ast: b's, or one past the others when b is read twice
   int64_t scratch_size = 0;    // elements
   DType dtype;
-  int64_t nc = 0;              // panel width (lanes x 2)
+  int64_t nc = 0;              // panel width: one tile (lanes x 2, or lanes) or a few side by side
 };
+
+// This core's L2 size and cache line, read at runtime (sysconf); CPU_L2 overrides the size (tests, other
+// machines). The CPU GEMM's panel width, panel layout and loop order derive from these.
+struct CpuCaches {
+  int64_t l2 = 0;     // bytes
+  int64_t line = 0;   // bytes
+};
+CpuCaches cpu_caches();
 
 // The plan for a CPU kernel ast, or nothing when packing doesn't apply or wouldn't pay
 // (CPU_PACK=0 turns it off; renderers with locals, i.e. GPUs, never pack).

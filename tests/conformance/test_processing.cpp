@@ -33,6 +33,13 @@ std::vector<Case> matmul_cases() {
   mm("zero_n", {3, 4}, {4, 0});
   mm("zero_1d", {0}, {0});
   mm("64x64", {64, 64}, {64, 64}, 1e-4);
+  // the CPU GEMM's packed b in panels of several 32-column tiles (codegen/pack.cpp; on a 2-core machine N >= 256
+  // gives two or four tiles a panel): odd M and K, a batch, 1-long axes, b transposed
+  mm("packed_panels_odd", {67, 129}, {129, 512}, 1e-3);
+  mm("packed_panels_batched", {2, 64, 72}, {2, 72, 256}, 1e-3);
+  mm("packed_panels_1len", {1, 1, 65, 64}, {1, 64, 512}, 1e-3);
+  cs.push_back(same("matmul/packed_panels_transposed_rhs", {F({96, 130}), F({512, 130})},
+                    FN(x[0].matmul(op::permute(x[1], {1, 0})))).tol(1e-3));
   cs.push_back(same("matmul/transposed_lhs", {F({6, 3}), F({6, 5})}, FN(op::permute(x[0], {1, 0}).matmul(x[1]))).tol(1e-5));
   cs.push_back(same("matmul/transposed_both", {F({6, 3}), F({5, 6})},
                     FN(op::permute(x[0], {1, 0}).matmul(op::permute(x[1], {1, 0})))).tol(1e-5));
