@@ -285,7 +285,9 @@ std::optional<std::string> ptxas_path() {
 std::string ptxas_cubin(const std::string& exe, const std::string& ptx, const std::string& arch) {
   const std::string in = write_temp("tg_ptx", ".ptx", ptx), out = in + ".cubin";
   std::string log;
-  const int rc = run_tool({exe, "-arch=" + arch, "-o", out, in}, &log);
+  std::vector<std::string> cmd{exe, "-arch=" + arch, "-o", out, in};
+  if (const int64_t o = getenv("PTX_OPT", int64_t{-1}); o >= 0) cmd.push_back("-O" + std::to_string(o));   // ptxas' default: 3
+  const int rc = run_tool(cmd, &log);
   std::ifstream f(out, std::ios::binary);
   std::ostringstream bin;
   bin << f.rdbuf();
@@ -302,7 +304,7 @@ std::string link_cubin(const std::string& ptx, CUcontext ctx) {
   std::string err(8192, '\0');
   std::vector<int> opt{5 /* CU_JIT_ERROR_LOG_BUFFER */, 6 /* ..._SIZE_BYTES */, 2 /* CU_JIT_WALL_TIME */};
   std::vector<void*> val{err.data(), reinterpret_cast<void*>(err.size()), nullptr};   // the driver writes the time into val[2]
-  if (const int64_t o = getenv("PTX_JIT_O", int64_t{-1}); o >= 0)   // the JIT's -O (default 4)
+  if (const int64_t o = getenv("PTX_OPT", int64_t{-1}); o >= 0)   // the JIT's -O (default 4)
     opt.push_back(7 /* CU_JIT_OPTIMIZATION_LEVEL */), val.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(o)));
   void* st = nullptr;
   check(a.cuLinkCreate_v2(static_cast<unsigned>(opt.size()), opt.data(), val.data(), &st), "cuLinkCreate");
@@ -319,15 +321,17 @@ std::string link_cubin(const std::string& ptx, CUcontext ctx) {
   return bin;
 }
 
-// PTX text -> cubin for arch (sm_XXa). PTX_COMPILER picks how: driver (the default: returns the PTX, which
-// cuModuleLoadData JIT-compiles whole-program in-process; CUDAProgram shares a loaded PTX module between the programs
-// of one binary, so a new shape of a compiled config JITs nothing; the driver's compute cache keeps the result across
-// processes unless CUDA_CACHE_DISABLE=1), link (the driver's JIT linker: a cubin, compiled relocatable), ptxas (the
-// toolkit's binary, a child process: whole-program, a cubin) or nvjitlink (in-process, relocatable: ptxas -c cost
-// 43% more for the 128x256 GEMM here). Timings of each: bench/tc_notes.md, session 13.
+// PTX text -> cubin for arch (sm_XXa). PTX_COMPILER picks how (H100 figures for the 128x256 GEMM's PTX: bench/
+// tc_notes.md, session 13, ptx13b): ptxas (the default where found: the toolkit's binary, a child process,
+// whole-program; 147 ms median first call), driver (the default without ptxas: the PTX is the binary and
+// cuModuleLoadData JITs it whole-program, in-process; as fast as ptxas, 130-183 ms; CUDAProgram shares a loaded PTX
+// module between the programs of one binary, so a new shape of a compiled config JITs nothing; the driver's compute
+// cache keeps the result across processes unless CUDA_CACHE_DISABLE=1), link (the driver's JIT linker: a cubin, but
+// compiled relocatable: 198-251 ms, and the kernel 15% slower at 4096^3: 16 bytes of stack) or nvjitlink (in-process,
+// relocatable too: 215-263 ms). PTX_OPT sets the -O level of ptxas and link.
 std::string ptx_compiler() {
   const std::string how = getenv_str("PTX_COMPILER", "");
-  return how.empty() ? "driver" : how;
+  return !how.empty() ? how : ptxas_path() ? "ptxas" : "driver";
 }
 std::string ptx_to_cubin(const std::string& ptx, const std::string& arch, CUcontext ctx) {
   const std::string how = ptx_compiler();
@@ -360,7 +364,7 @@ class CUDACompiler : public Compiler {
   }
   std::string cachekey() const override {
     // the PTX backend too: the driver backend's binary is the PTX (the program caches must not hand it to another)
-    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin ptx:" + ptx_compiler();
+    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin ptx:" + ptx_compiler() + getenv_str("PTX_OPT", "");
   }
   std::string compile(const std::string& src) override {
     // a PTX module (its own .target, sm_90a for the TMA GEMM): ptxas only
