@@ -369,7 +369,7 @@ class CUDACompiler : public Compiler {
     return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin ptx:" + ptx_compiler() + getenv_str("PTX_OPT", "");
   }
   std::string compile(const std::string& src) override {
-    // a PTX module (its own .target, sm_90a for the TMA GEMM): ptxas only
+    // a PTX module (its own .target, sm_90a for the TMA GEMM): no NVRTC, PTX_COMPILER's backend
     if (src.rfind(".version", 0) == 0) {
       const size_t t = src.find(".target ");
       TG_ASSERT(t != std::string::npos, "CUDA compile: PTX without .target");
@@ -617,7 +617,10 @@ std::shared_ptr<Module> load_module(CUcontext ctx, const std::string& lib, const
     if (std::shared_ptr<Module> m = ptx_modules[{ctx, lib}].lock()) return m;
   auto m = std::make_shared<Module>();
   check(api().cuModuleLoadData(&m->m, lib.data()), "cuModuleLoadData for " + name);
-  if (ptx) ptx_modules[{ctx, lib}] = m;
+  if (ptx) {
+    std::erase_if(ptx_modules, [](const auto& e) { return e.second.expired(); });   // unloaded binaries' keys
+    ptx_modules[{ctx, lib}] = m;
+  }
   return m;
 }
 
