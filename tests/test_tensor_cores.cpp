@@ -1706,6 +1706,54 @@ TEST(TensorCoresGPU, NewShapeReusesTheTmaBinary) {
   EXPECT_EQ(gemm(2048, 1000, 3000), 0);
 }
 
+// The TMA kernel's PTX through the driver: PTX_COMPILER=driver hands the PTX on and cuModuleLoadData JITs it, once
+// for all programs of the binary (CUDAProgram shares the module); PTX_COMPILER=link returns the JIT linker's cubin,
+// and a PTX error there comes back as a tg::Error with the JIT's log. Either way two shapes of the 128x256 config are
+// right, the first compiles (the compiler's cachekey names the backend) and the second nothing. Fails on the old code
+// (no link backend: it threw; the cachekey did not name the backend).
+TEST(TensorCoresGPU, DriverJitBackends) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
+  if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
+  struct Env {   // PTX_COMPILER for this test only
+    explicit Env(const char* v) { setenv("PTX_COMPILER", v, 1); }
+    ~Env() { unsetenv("PTX_COMPILER"); }
+  };
+  static const CUDARenderer sm90r("sm_90");
+  const RenderedProgram p = template_program(last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), sm90r);
+  ASSERT_TRUE(is_ptx(p));
+  Compiler& comp = get_device("CUDA").compiler();
+  for (const char* how : {"link", "driver"}) {
+    SCOPED_TRACE(how);
+    Env env(how);
+    const std::string bin = comp.compile(p.src);
+    if (std::string(how) == "driver") EXPECT_EQ(bin, p.src);
+    else EXPECT_EQ(bin.substr(0, 4), "\x7f" "ELF");
+    if (std::string(how) == "link") {
+      std::string bad = p.src;
+      bad.replace(bad.find("wgmma.mma_async"), 5, "wgmmx");
+      try {
+        comp.compile(bad);
+        ADD_FAILURE() << "bad PTX compiled";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("JIT linker"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("wgmmx"), std::string::npos) << e.what();
+      }
+    }
+    Tensor::manual_seed(22);
+    Context ctx({{"CACHELEVEL", 0}, {"TC_OPT", 2}});
+    // 128x256 tiles; the second shape (>= 96 tiles of 128x256: the same config) reuses the first's binary
+    for (int64_t m : {1792, 2048}) {
+      Tensor a = (Tensor::randn({m, 1544}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+      Tensor b = (Tensor::randn({1544, 1792}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
+      Tensor ga = a.to("CUDA").realize(), gb = b.to("CUDA").realize();
+      const int64_t before = comp.compile_count;
+      Tensor c = ga.matmul(gb).realize();
+      EXPECT_EQ(comp.compile_count - before, m == 2048 ? 0 : 1) << m;
+      EXPECT_LT(rel_err(to_floats(c), to_floats(a.cast(dtypes::float32).matmul(b.cast(dtypes::float32)))), 5e-3) << m;
+    }
+  }
+}
+
 // The TMA kernel as PTX (the default) and as CUDA C (TC_PTX=0, the fallback for epilogues the PTX doesn't cover)
 // against the CPU: odd M/N/K edges, batched, A or B transposed (R K-major or not), bias + relu, a residual add,
 // fp16/bf16 in with fp16/bf16/fp32 out, both tile configs; a sigmoid epilogue takes the C kernel in either setting.

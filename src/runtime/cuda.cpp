@@ -15,6 +15,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <optional>
 #include <mutex>
 #include <sstream>
@@ -92,6 +94,11 @@ struct CudaApi {
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const unsigned long long*, const unsigned long long*, const unsigned*,
                                      const unsigned*, int, int, int, int);
+  // the driver's JIT linker (PTX_COMPILER=link): its ptxas in-process, the cubin handed back
+  CUresult (*cuLinkCreate_v2)(unsigned, int*, void**, void**);
+  CUresult (*cuLinkAddData_v2)(void*, int, void*, size_t, const char*, unsigned, int*, void**);
+  CUresult (*cuLinkComplete)(void*, void**, size_t*);
+  CUresult (*cuLinkDestroy)(void*);
   // CUDA graphs (optional: without them TinyJit replays kernel by kernel)
   CUresult (*cuGraphCreate)(CUgraph*, unsigned);
   CUresult (*cuGraphDestroy)(CUgraph);
@@ -156,6 +163,8 @@ const CudaApi& api() {
       std::string oerr;   // absent in old drivers: only kernels that ask for them fail (LaunchInfo)
       load_sym(cu, "cuModuleGetGlobal_v2", a.cuModuleGetGlobal_v2, oerr); load_sym(cu, "cuFuncSetAttribute", a.cuFuncSetAttribute, oerr);
       load_sym(cu, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, oerr);
+      load_sym(cu, "cuLinkCreate_v2", a.cuLinkCreate_v2, oerr), load_sym(cu, "cuLinkAddData_v2", a.cuLinkAddData_v2, oerr);
+      load_sym(cu, "cuLinkComplete", a.cuLinkComplete, oerr), load_sym(cu, "cuLinkDestroy", a.cuLinkDestroy, oerr);
     }
     if (!err.empty()) { a.error = "libcuda.so.1 is too old: " + err; return a; }
     {
@@ -276,7 +285,11 @@ std::optional<std::string> ptxas_path() {
 std::string ptxas_cubin(const std::string& exe, const std::string& ptx, const std::string& arch) {
   const std::string in = write_temp("tg_ptx", ".ptx", ptx), out = in + ".cubin";
   std::string log;
-  const int rc = run_tool({exe, "-arch=" + arch, "-o", out, in}, &log);
+  std::vector<std::string> cmd{exe, "-arch=" + arch, "-o", out, in};
+  // -O1 by default (ptxas' own default is 3): the 128x256 TMA GEMM's compile executes 11.5% fewer instructions, its
+  // SASS keeps its registers and instruction count, and the GEMM's speed on the H100 was the same (tc_notes.md, ptx13b)
+  cmd.push_back("-O" + std::to_string(getenv("PTX_OPT", int64_t{1})));
+  const int rc = run_tool(cmd, &log);
   std::ifstream f(out, std::ios::binary);
   std::ostringstream bin;
   bin << f.rdbuf();
@@ -285,24 +298,59 @@ std::string ptxas_cubin(const std::string& exe, const std::string& ptx, const st
   return bin.str();
 }
 
-// PTX text -> cubin for arch (sm_XXa). PTX_COMPILER picks how: ptxas (the toolkit's, a child process: whole-program,
-// the default where found), nvjitlink (in-process, but it compiles the PTX relocatable and links: ptxas -c cost 43%
-// more for the 128x256 GEMM here, bench/tc_notes.md session 13; the default where no ptxas) or driver (returns the
-// PTX, which cuModuleLoadData JIT-compiles; its compute cache keeps the result unless CUDA_CACHE_DISABLE=1).
-std::string ptx_to_cubin(const std::string& ptx, const std::string& arch) {
-  std::string how = getenv_str("PTX_COMPILER", "");
+// the driver's JIT linker: PTX -> cubin in-process, for the device of ctx. The result is a cubin, which the program
+// and disk caches keep, but the linker compiles its inputs relocatable (-rdc), as nvJitLink does.
+std::string link_cubin(const std::string& ptx, CUcontext ctx) {
+  const CudaApi& a = api();
+  check(a.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");   // BEAM compiles on worker threads
+  std::string err(8192, '\0');
+  std::vector<int> opt{5 /* CU_JIT_ERROR_LOG_BUFFER */, 6 /* ..._SIZE_BYTES */, 2 /* CU_JIT_WALL_TIME */};
+  std::vector<void*> val{err.data(), reinterpret_cast<void*>(err.size()), nullptr};   // the driver writes the time into val[2]
+  if (const int64_t o = getenv("PTX_OPT", int64_t{-1}); o >= 0)   // the JIT's -O (default 4)
+    opt.push_back(7 /* CU_JIT_OPTIMIZATION_LEVEL */), val.push_back(reinterpret_cast<void*>(static_cast<uintptr_t>(o)));
+  void* st = nullptr;
+  check(a.cuLinkCreate_v2(static_cast<unsigned>(opt.size()), opt.data(), val.data(), &st), "cuLinkCreate");
+  void* cubin = nullptr;
+  size_t n = 0;
+  CUresult r = a.cuLinkAddData_v2(st, 1 /* CU_JIT_INPUT_PTX */, const_cast<char*>(ptx.data()), ptx.size(), "tg.ptx", 0, nullptr, nullptr);
+  if (r == 0) r = a.cuLinkComplete(st, &cubin, &n);
+  std::string bin = r == 0 ? std::string(static_cast<const char*>(cubin), n) : std::string();   // owned by the link state
+  a.cuLinkDestroy(st);
+  if (r != 0) throw Error("CUDA compile (the driver's JIT linker, error " + std::to_string(r) + "):\n" + err.c_str() + "\nPTX:\n" + ptx);
+  float wall_ms = 0;
+  std::memcpy(&wall_ms, &val[2], sizeof(float));
+  if (debug() >= 3) std::fprintf(stderr, "cuLink: %zu bytes of PTX -> %zu of cubin in %.1f ms\n", ptx.size(), n, wall_ms);
+  return bin;
+}
+
+// PTX text -> cubin for arch (sm_XXa). PTX_COMPILER picks how (H100 figures for the 128x256 GEMM's PTX: bench/
+// tc_notes.md, session 13, ptx13b): ptxas (the default where found: the toolkit's binary, a child process,
+// whole-program; 147 ms median first call), driver (the default without ptxas: the PTX is the binary and
+// cuModuleLoadData JITs it whole-program, in-process; as fast as ptxas, 130-183 ms; CUDAProgram shares a loaded PTX
+// module between the programs of one binary, so a new shape of a compiled config JITs nothing; the driver's compute
+// cache keeps the result across processes unless CUDA_CACHE_DISABLE=1), link (the driver's JIT linker: a cubin, but
+// compiled relocatable: 198-251 ms, and the kernel 15% slower at 4096^3: 16 bytes of stack) or nvjitlink (in-process,
+// relocatable too: 215-263 ms). PTX_OPT sets the -O level of ptxas (default 1) and link (the driver's default 4).
+std::string ptx_compiler() {
+  const std::string how = getenv_str("PTX_COMPILER", "");
+  return !how.empty() ? how : ptxas_path() ? "ptxas" : "driver";
+}
+std::string ptx_to_cubin(const std::string& ptx, const std::string& arch, CUcontext ctx) {
+  const std::string how = ptx_compiler();
   const std::optional<std::string> exe = ptxas_path();
-  if (how.empty()) how = exe ? "ptxas" : jitlink().ok ? "nvjitlink" : "driver";
+  const bool link = api().cuLinkCreate_v2 && api().cuLinkAddData_v2 && api().cuLinkComplete && api().cuLinkDestroy;
+  if (how == "driver") return ptx;
+  if (how == "link" && link) return link_cubin(ptx, ctx);
   if (how == "ptxas" && exe) return ptxas_cubin(*exe, ptx, arch);
   if (how == "nvjitlink" && jitlink().ok) return nvjitlink_cubin(ptx, arch);
-  if (how == "driver") return ptx;
-  throw Error("PTX_COMPILER=" + how + ": not available here (ptxas " + (exe ? *exe : std::string("not found")) + ", libnvJitLink " +
-              (jitlink().ok ? "loaded" : "not found") + "); use ptxas, nvjitlink or driver");
+  throw Error("PTX_COMPILER=" + how + ": not available here (driver JIT linker " + (link ? "loaded" : "not found") + ", ptxas " +
+              (exe ? *exe : std::string("not found")) + ", libnvJitLink " + (jitlink().ok ? "loaded" : "not found") +
+              "); use driver, link, ptxas or nvjitlink");
 }
 
 class CUDACompiler : public Compiler {
  public:
-  explicit CUDACompiler(std::string arch) : arch_(std::move(arch)) {
+  CUDACompiler(std::string arch, CUcontext ctx) : arch_(std::move(arch)), ctx_(ctx) {
     api().nvrtcVersion(&major_, &minor_);
     opts_ = {"--gpu-architecture=" + arch_};
     for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
@@ -317,14 +365,15 @@ class CUDACompiler : public Compiler {
     if (major_ * 100 + minor_ >= 1208 && getenv("NVRTC_PCH", 1) != 0) opts_.push_back("--pch");
   }
   std::string cachekey() const override {
-    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin";
+    // the PTX backend too: the driver backend's binary is the PTX (the program caches must not hand it to another)
+    return "CUDA " + arch_ + " nvrtc" + std::to_string(major_) + "." + std::to_string(minor_) + " cubin ptx:" + ptx_compiler() + getenv_str("PTX_OPT", "");
   }
   std::string compile(const std::string& src) override {
-    // a PTX module (its own .target, sm_90a for the TMA GEMM): ptxas only
+    // a PTX module (its own .target, sm_90a for the TMA GEMM): no NVRTC, PTX_COMPILER's backend
     if (src.rfind(".version", 0) == 0) {
       const size_t t = src.find(".target ");
       TG_ASSERT(t != std::string::npos, "CUDA compile: PTX without .target");
-      return ptx_to_cubin(src, src.substr(t + 8, src.find_first_of(" \n", t + 8) - (t + 8)));
+      return ptx_to_cubin(src, src.substr(t + 8, src.find_first_of(" \n", t + 8) - (t + 8)), ctx_);
     }
     const CudaApi& a = api();
     nvrtcProgram prog = nullptr;
@@ -354,6 +403,7 @@ class CUDACompiler : public Compiler {
 
  private:
   std::string arch_;
+  CUcontext ctx_;   // the JIT linker compiles for this context's device
   int major_ = 0, minor_ = 0;
   std::vector<std::string> opts_;
 };
@@ -551,17 +601,38 @@ std::optional<LaunchInfo> read_launch_info(CUmodule module, const std::string& n
   return li;
 }
 
+// A loaded module. A PTX binary (PTX_COMPILER=driver) JIT-compiles at every cuModuleLoadData (43 ms for the 128x256
+// TMA GEMM on the H100), so its programs share one module per context: a new shape of a shape-generic kernel, which
+// has the same binary, then loads nothing. Cubins load in ~1 ms and keep a module each.
+struct Module {
+  CUmodule m = nullptr;
+  ~Module() { if (m) api().cuModuleUnload(m); }
+};
+std::shared_ptr<Module> load_module(CUcontext ctx, const std::string& lib, const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::pair<CUcontext, std::string>, std::weak_ptr<Module>> ptx_modules;
+  const bool ptx = lib.rfind(".version", 0) == 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (ptx)
+    if (std::shared_ptr<Module> m = ptx_modules[{ctx, lib}].lock()) return m;
+  auto m = std::make_shared<Module>();
+  check(api().cuModuleLoadData(&m->m, lib.data()), "cuModuleLoadData for " + name);
+  if (ptx) {
+    std::erase_if(ptx_modules, [](const auto& e) { return e.second.expired(); });   // unloaded binaries' keys
+    ptx_modules[{ctx, lib}] = m;
+  }
+  return m;
+}
+
 class CUDAProgram : public RuntimeProgram {
  public:
   CUDAProgram(CUcontext ctx, CUstream stream, const std::string& name, const std::string& lib) : ctx_(ctx), stream_(stream), name_(name) {
     check(api().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     {
       profile::Span span("module_load", name);
-      check(api().cuModuleLoadData(&module_, lib.data()), "cuModuleLoadData for " + name);
-      if (CUresult r = api().cuModuleGetFunction(&fn_, module_, name.c_str()); r != 0) {
-        api().cuModuleUnload(module_);
-        check(r, "cuModuleGetFunction: no kernel named " + name + " in the module");
-      }
+      loaded_ = load_module(ctx, lib, name);
+      module_ = loaded_->m;
+      check(api().cuModuleGetFunction(&fn_, module_, name.c_str()), "cuModuleGetFunction: no kernel named " + name + " in the module");
     }
     profile::Span span("launch_info", name);   // tg_launch read back, cuFuncSetAttribute
     if (auto li = read_launch_info(module_, name)) {
@@ -575,7 +646,6 @@ class CUDAProgram : public RuntimeProgram {
         throw Error("kernel " + name + " uses TMA: needs cuTensorMapEncodeTiled (a CUDA 12 driver); set TC_TMA=0");
     }
   }
-  ~CUDAProgram() override { api().cuModuleUnload(module_); }
 
   double operator()(const std::vector<void*>& bufs, const std::vector<int64_t>& global_size,
                     const std::vector<int64_t>& local_size, const std::vector<int>& vals, bool wait) override {
@@ -637,6 +707,7 @@ class CUDAProgram : public RuntimeProgram {
  private:
   CUcontext ctx_;
   CUstream stream_;
+  std::shared_ptr<Module> loaded_;   // module_'s owner
   CUmodule module_ = nullptr;
   CUfunction fn_ = nullptr;
   std::string name_;
@@ -739,7 +810,7 @@ class CUDADevice : public Compiled {
     check(a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent");
     check(a.cuStreamCreate(&stream_, 0x1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
     alloc_ = std::make_unique<CUDAAllocator>(ctx_, stream_);
-    compiler_ = std::make_unique<CUDACompiler>(arch_);
+    compiler_ = std::make_unique<CUDACompiler>(arch_, ctx_);
   }
   Allocator& allocator() override { return *alloc_; }
   Compiler& compiler() override { return *compiler_; }
