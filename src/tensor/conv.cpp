@@ -369,18 +369,6 @@ Tensor row_shifted_weight_grad(const Tensor& xp, const std::optional<Tensor>& xs
   return dw.reshape({cout, C / groups, K[1], K[0]}).permute({0, 1, 3, 2});
 }
 
-// A padded conv's x for its weight gradient on the CPU: a padded copy (one pass over x, the cast to grad_output's
-// dtype in it) rather than the padded view. The view's padding masks the kernel's taps, and the CPU heuristics upcast
-// small masked axes whole: the 3x3 taps next to the 8 x 2 register tile, 144 accumulators (a 3x3 conv with padding 1,
-// 64 x 32 x 10 x 10: 0.27 of a core's peak). Unmasked, the taps join the tile (heuristic.cpp kernel_column_rows).
-// CONV_DW_PAD_COPY=0 keeps the view.
-Tensor unmasked(const Tensor& xp, const Tensor& g, const Shape& pad) {
-  bool padded = false;
-  for (int64_t p : pad) padded = padded || p > 0;
-  if (!padded || g.device().rfind("CPU", 0) != 0 || !getenv("CONV_DW_PAD_COPY", 1)) return xp;
-  return xp.cast(g.dtype()).contiguous();
-}
-
 // The 2D stride-1 weight gradients that take row_shifted_weight_grad: cin * K at most kRowShiftMax (the
 // GEMM's M, too short for the output-channel vectors to pay for grad_output's packing)
 constexpr int64_t kRowShiftMax = 64;
@@ -516,7 +504,7 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     const std::optional<Tensor> xs = xs_ ? std::optional<Tensor>(detail::make_tensor(xs_, false)) : std::nullopt;
     dw = detail::lb(strided && !dilated && getenv("CONV_BW_PHASES", 1) ? strided_weight_grad(xp, g, K, s, groups, cout)
                     : row_shift_fits(K, s, d, cin)                     ? row_shifted_weight_grad(xp, xs, g, K, groups, cout)
-                                                                       : weight_grad(unmasked(xp, g, args_.pad), g, K, s, d, groups, cout));
+                                                                       : weight_grad(xp, g, K, s, d, groups, cout));
   }
   return {dx, dw};
 }
