@@ -113,7 +113,7 @@ std::vector<Case> conv_cases() {
   conv(cs, "batch_blocks", {10, 3, 26, 26}, {4, 3, 3, 3}, true, {});
   conv(cs, "batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, false, {.padding = {1}});
   // the CPU weight gradient's tiles over the kernel's columns (codegen/heuristic.cpp kernel_column_rows): 5 kx x 2
-  // channels on odd sizes at batch 1, 3 kx x 3 ky with padding (x's padded copy), a 1-row input; and conv1's
+  // channels on odd sizes at batch 1, a padded 3x3 (masked taps: the channel tile), a 1-row input; and conv1's
   // row-shifted forward (tensor/conv.cpp row_shift_forward) with padding, odd sizes, 1-long axes, groups
   conv(cs, "dw_columns_batch1_odd", {1, 32, 11, 13}, {32, 32, 5, 5}, true, {});
   conv(cs, "dw_columns_3x3_padded", {2, 32, 7, 9}, {64, 32, 3, 3}, false, {.padding = {1}});
