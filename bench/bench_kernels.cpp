@@ -3,7 +3,7 @@
 // BEAM=2 (the search's own pick, no comparison with the hand-coded kernel).
 // Limits: measured in the same run by bench/limits.cpp. BENCH=matmul,conv picks cases; MODES=default,noopt,beam picks modes;
 // CONV_BATCH sets the conv's batch (default 64; the brief's full size is 512). BENCH=conv1_dw (beautiful_mnist's
-// conv1 weight gradient; conv1_dw_step: as the training step takes it), BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients), BENCH=resnet_fw (a 3x3 padded forward) and
+// conv1 weight gradient; conv1_dw_step: as the training step takes it; conv1_fw: its forward, uint8 images), BENCH=resnet_s2_bw (a 3x3 stride-2 conv's gradients), BENCH=resnet_fw (a 3x3 padded forward) and
 // BENCH=conv_dx (one stride-1 input gradient, its shape from CONV_DX; conv_fw and conv_dw: that conv's forward and
 // weight gradient) are named exactly too. BENCH=matmul2048 and
 // BENCH=matmul4096x4096x512 (named exactly) add the bigger GEMMs. GFLOPS lines carry their ratio to
@@ -226,6 +226,11 @@ int main() {
          (x.conv2d(w, b) * data({512, 32, 24, 24})).sum().backward();
          return std::vector<Tensor>{*w.grad()};
        }, 1.0 * 512 * 28 * 28 + 4.0 * (512 * 32 * 24 * 24 + 32 * 25)},
+      // beautiful_mnist's conv1 forward as the training step runs it: uint8 images, bias and relu fused
+      {"conv1_fw", "GFLOPS", "gemm1024_gflops", 2.0 * 512 * 24 * 24 * 32 * 25, [&] {
+         Tensor x = (data({512, 1, 28, 28}) * 255).cast(dtypes::uint8).realize();
+         return x.conv2d(data({32, 1, 5, 5}), data({32})).relu();
+       }},
       // a ResNet-style 3x3 stride-2 conv (padding 1), input and weight gradients: useful flops (twice the forward's)
       {"resnet_s2_bw", "GFLOPS", "gemm1024_gflops", 2 * 2.0 * 32 * 64 * 14 * 14 * 64 * 9, nullptr, [&] {
          Tensor x = data({32, 64, 28, 28}).detach().requires_grad_(), w = data({64, 64, 3, 3}).detach().requires_grad_();
@@ -261,7 +266,7 @@ int main() {
       {"matmul2048", "GFLOPS", "gemm2048_gflops", 2.0 * 2048 * 2048 * 2048, [&] { return mat(2048, 2048).matmul(mat(2048, 2048)); }},
       {"matmul4096x4096x512", "GFLOPS", "gemm1024_gflops", 2.0 * 4096 * 4096 * 512, [&] { return mat(4096, 512).matmul(mat(512, 4096)); }},
   };
-  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "conv1_dw_step", "resnet_s2_bw", "conv_dx", "conv_fw", "conv_dw", "resnet_fw"};
+  const std::set<std::string> explicit_only = {"matmul2048", "matmul4096x4096x512", "conv2d_bw", "conv1_dw", "conv1_dw_step", "conv1_fw", "resnet_s2_bw", "conv_dx", "conv_fw", "conv_dw", "resnet_fw"};
   const std::string only = getenv_str("BENCH"), modes = getenv_str("MODES", "default,noopt,beam");
   if (only.find("matmul2048") != std::string::npos) {
     tgbench::Limit l = tgbench::gemm_gflops(2048), l512 = tgbench::gemm_gflops_avx512(2048);

@@ -605,6 +605,37 @@ std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k,
   return std::nullopt;
 }
 
+// A conv weight gradient's tile rows: the kernel's columns (kx, 3 to 6 taps: an output axis along which the
+// scalar-read input, x's window, is contiguous) whole, times m = 3 or 2 of another reuse axis (a 3x3 kernel's
+// rows, else the input channels), at most 10 rows x 2 vectors of output channels: 18-20 accumulators where 8
+// channels x 2 vectors held 16. A reduce step's broadcasts then come from one or two lines per channel (x[ci,
+// oy+ky, ox..ox+kx]), and each grad_output vector loaded from the L2-resident panel feeds 9-10 rows' FMAs, not 8.
+// beautiful_mnist's conv2 (5 kx x 2 channels), one core: 125 -> 136 GFLOPS per CPU second (medians). 12 rows
+// (4 channels x 3 kx) don't fit: 12 broadcasts + 2 vectors + 24 accumulators spill, 1.6-3.4x slower.
+// Not where that axis is contiguous in the output (a forward conv's output columns: contiguous_tile_rows' case).
+// Returns (kx axis, the other axis, m). CPU_TILE_TAPS=0 keeps the 8-channel tile.
+struct TapRows { int64_t taps, other, m; };
+constexpr int64_t kMaxRows = 10;
+std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
+                                          const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
+  if (vector_inputs.empty() || !getenv("CPU_TILE_TAPS", 1)) return std::nullopt;
+  for (const auto& [neg_size, axis] : reuse_axes) {
+    const int64_t n = -neg_size;
+    if (n < 3 || n > 6 || k.symbolic_axis(axis) || stride_of(k, 0, axis) == 1) continue;
+    bool ok = true, any = false;
+    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
+      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
+      any = true;
+    }
+    if (!ok || !any) continue;
+    for (int64_t m : {3, 2})
+      for (const auto& [neg_other, other] : reuse_axes)
+        if (other != axis && !k.symbolic_axis(other) && n * m <= kMaxRows && -neg_other % m == 0) return TapRows{axis, other, m};
+  }
+  return std::nullopt;
+}
+
 void cpu_optimizations(Kernel& k) {
   upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
@@ -649,8 +680,10 @@ void cpu_optimizations(Kernel& k) {
     choices.insert(choices.begin(), {-k.full_shape()[c->first], c->first});
     rows = c->second;
   }
+  const std::optional<TapRows> taps = kernel_column_rows(k, vector_inputs, reuse_axes);
   const int64_t fr_before = k.first_reduce();
   bool one_vector = false;   // the vector axis is exactly one vector: no second vector per tile row
+  bool two_vectors = false;   // two vectors per tile row
   const bool widen = vaxis && k.first_reduce() == k.shape_len() && widens_short_vector_axis(k, *vaxis, lanes);
   if (vaxis) {
     // a short axis is upcast whole (20 = 4 x 5: a vector of 16 and one of 4 per row)
@@ -659,10 +692,11 @@ void cpu_optimizations(Kernel& k) {
       if (debug() >= 4) std::cout << "cpu vector axis : " << *vaxis << " by " << amt << "\n";
       k.apply_opt({OptOps::UPCAST, *vaxis, amt});
       const int64_t rest = size / amt;
+      two_vectors = amt == lanes && rest == 2;
       if (rest > 1 && rest <= 16 && size <= 2 * lanes) k.apply_opt({OptOps::UPCAST, *vaxis, 0});
       // with a register tile, two vectors per row: 8 rows x 2 vectors is 16 accumulators of the 32
       // AVX-512 registers, and each broadcast feeds two FMAs (measured 1.5-2x over one vector per row)
-      else if (!choices.empty() && amt == lanes && rest % 2 == 0) k.apply_opt({OptOps::UPCAST, *vaxis, 2});
+      else if (!choices.empty() && amt == lanes && rest % 2 == 0) k.apply_opt({OptOps::UPCAST, *vaxis, 2}), two_vectors = true;
       else one_vector = amt == lanes && rest == 1;
       if (widen && rest == 1) k.apply_opt({OptOps::UPCAST, *vaxis - 1, 0});   // (the axis outside it keeps its index)
     }
@@ -679,7 +713,14 @@ void cpu_optimizations(Kernel& k) {
       for (int64_t a = k.first_reduce() - 1; a >= 0 && second < 0; a--)
         if (a != axis && reuses(a) && k.full_shape()[a] >= 3 && k.full_shape()[a] <= 6)
           second = a;
-    if (second >= 0) {
+    if (taps && two_vectors) {
+      // (axes past the vector axis moved down one if it was upcast whole; the higher of the two goes first)
+      auto moved = [&](int64_t a) { return k.first_reduce() < fr_before && a > *vaxis ? a - 1 : a; };
+      const int64_t t = moved(taps->taps), o = moved(taps->other);
+      if (debug() >= 4) std::cout << "cpu kernel column rows : axis " << t << " whole x axis " << o << " by " << taps->m << "\n";
+      if (t > o) k.apply_opt({OptOps::UPCAST, t, 0}), k.apply_opt({OptOps::UPCAST, o, taps->m});
+      else k.apply_opt({OptOps::UPCAST, o, taps->m}), k.apply_opt({OptOps::UPCAST, t, 0});
+    } else if (second >= 0) {
       const int64_t len = k.first_reduce();
       k.apply_opt({OptOps::UPCAST, axis, 4});
       k.apply_opt({OptOps::UPCAST, second - (second > axis && k.first_reduce() < len ? 1 : 0), 0});   // (axis may drop out)

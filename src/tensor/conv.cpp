@@ -351,13 +351,20 @@ Tensor weight_grad(const Tensor& x_pad, const Tensor& g, const Shape& K, const S
 // Where grad_output's channels give no vector axis (a few input channels: beautiful_mnist's conv1) the
 // reduce's vectors then span O_y*O_x (full-width AVX-512 vectors) instead of one O_x row (24: float8).
 // The copies cost K_x times x's bytes, little against the GEMM when cin * K is small.
-Tensor row_shifted_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, int groups, int64_t cout) {
-  const int64_t bs = xp.shape()[0], C = xp.shape()[1], Py = xp.shape()[2], Oy = g.shape()[2], Ox = g.shape()[3];
-  const Tensor xs = detail::pool(xp, Shape{K[1]}, Shape{1}, Shape{1}, "conv2d")   // (bs, C, Py, Ox, Kx)
-                        .permute({0, 1, 4, 2, 3})
-                        .cast(g.dtype())   // in the copy (see weight_grad)
-                        .contiguous()
-                        .reshape({bs, C * K[1], Py * Ox});
+// xs[b, c*Kx + kx, Y*Ox + ox] = x_pad[b, c, Y, ox + kx]: the copy (bs, C*Kx, Py*Ox), in dtype dt
+Tensor row_shifted(const Tensor& xp, int64_t Kx, DType dt) {
+  const int64_t bs = xp.shape()[0], C = xp.shape()[1], Py = xp.shape()[2], Ox = xp.shape()[3] - Kx + 1;
+  return detail::pool(xp, Shape{Kx}, Shape{1}, Shape{1}, "conv2d")   // (bs, C, Py, Ox, Kx)
+      .permute({0, 1, 4, 2, 3})
+      .cast(dt)   // in the copy (see weight_grad)
+      .contiguous()
+      .reshape({bs, C * Kx, Py * Ox});
+}
+
+// xs: row_shifted(xp) in grad_output's dtype (the forward's copy where it took one, else made here)
+Tensor row_shifted_weight_grad(const Tensor& xp, const std::optional<Tensor>& xs_fw, const Tensor& g, const Shape& K, int groups, int64_t cout) {
+  const int64_t bs = xp.shape()[0], C = xp.shape()[1], Oy = g.shape()[2], Ox = g.shape()[3];
+  const Tensor xs = xs_fw && xs_fw->dtype() == g.dtype() ? *xs_fw : row_shifted(xp, K[1], g.dtype());
   const Tensor dw = weight_grad(xs, g.reshape({bs, cout, Oy * Ox}), Shape{K[0]}, Shape{1}, Shape{Ox}, groups, cout);   // (cout, cin*Kx, Ky)
   return dw.reshape({cout, C / groups, K[1], K[0]}).permute({0, 1, 3, 2});
 }
@@ -368,6 +375,18 @@ constexpr int64_t kRowShiftMax = 64;
 bool row_shift_fits(const Shape& K, const Shape& s, const Shape& d, int64_t cin) {
   if (K.size() != 2 || !getenv("CONV_DW_ROWS", 1)) return false;
   return s[0] == 1 && s[1] == 1 && d[0] == 1 && d[1] == 1 && cin * K[0] * K[1] <= kRowShiftMax;
+}
+
+// The forward of such a conv over the same copy, on the CPU where the output rows aren't whole 16-lane vectors
+// (beautiful_mnist's conv1: 24 wide, fp32 or uint8 images): out[b, co, m] = sum over (c, kx, ky) of w[co, c, ky, kx]
+// * xs[b, c*Kx + kx, m + ky*Ox], a 1D conv over the flattened output (m = oy*Ox + ox) with Ky taps dilated by Ox.
+// Its vectors then span the Oy*Ox positions (36 full vectors for conv1) where a 24-wide row gave 3 of 8 lanes, and
+// the weight gradient reads the same copy (the backward's copy and its cast are gone). CONV_FW_ROWS=0: the plain conv.
+bool row_shift_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
+  const int64_t cin = x.shape()[1] / a.groups;
+  if (x.device().rfind("CPU", 0) != 0 || !row_shift_fits(K, a.stride, a.dilation, cin) || !getenv("CONV_FW_ROWS", 1)) return false;
+  const int64_t Ox = x.shape()[3] + a.pad[0] + a.pad[1] - K[1] + 1;   // (pad2d's order: the last dim's pair first)
+  return Ox % 16 != 0 && !a.acc_dtype;
 }
 
 // The weight gradient of a strided conv (dilation 1) by phases: the taps k = r (mod s) only read the
@@ -427,6 +446,16 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
 LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
   x_ = x[0], w_ = x[1], args_ = args;
   Tensor xt = detail::make_tensor(x_, false), wt = detail::make_tensor(w_, false);
+  const Shape K(wt.shape().begin() + 2, wt.shape().end());
+  if (row_shift_forward(xt, K, args)) {
+    // (the product's dtype: a uint8 image times float weights is float, as conv_pooled's multiply promotes it)
+    const Tensor xp = xt.pad2d(args.pad), xs = row_shifted(xp, K[1], least_upper_dtype(xt.dtype(), wt.dtype()));
+    xs_ = detail::lb(xs);
+    const int64_t cout = wt.shape()[0], cin = wt.shape()[1], Oy = xp.shape()[2] - K[0] + 1, Ox = xp.shape()[3] - K[1] + 1;
+    const Tensor w1 = wt.permute({0, 1, 3, 2}).reshape({cout, cin * K[1], K[0]});   // (cout, cin*Kx, Ky)
+    const Tensor out = detail::conv_pooled(xs, w1, args.groups, Shape{1}, Shape{Ox}, std::nullopt);
+    return detail::lb(out.reshape({xt.shape()[0], cout, Oy, Ox}));
+  }
   return detail::lb(detail::conv_pooled(xt.pad2d(args.pad), wt, args.groups, args.stride, args.dilation, args.acc_dtype));
 }
 
@@ -472,8 +501,9 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   }
   if (needs_input_grad[1]) {
     const Tensor xp = x.pad2d(args_.pad);
+    const std::optional<Tensor> xs = xs_ ? std::optional<Tensor>(detail::make_tensor(xs_, false)) : std::nullopt;
     dw = detail::lb(strided && !dilated && getenv("CONV_BW_PHASES", 1) ? strided_weight_grad(xp, g, K, s, groups, cout)
-                    : row_shift_fits(K, s, d, cin)                     ? row_shifted_weight_grad(xp, g, K, groups, cout)
+                    : row_shift_fits(K, s, d, cin)                     ? row_shifted_weight_grad(xp, xs, g, K, groups, cout)
                                                                        : weight_grad(xp, g, K, s, d, groups, cout));
   }
   return {dx, dw};

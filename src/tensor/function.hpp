@@ -81,7 +81,8 @@ TG_FN(ExpandSym, (const LBs& x, const std::vector<sint>& shape), std::vector<int
 TG_FN(PadSym, (const LBs& x, const SMask& arg), SMask narg;)
 TG_FN(ShrinkSym, (const LBs& x, const SMask& arg), SMask narg;)
 // conv2d (tensor/conv.cpp): backward as two convolutions instead of through the window view
-TG_FN(Conv2d, (const LBs& x, const ConvArgs& args), LazyBufferPtr x_; LazyBufferPtr w_; ConvArgs args_;)
+// (xs_: the input's row-shifted copy when the forward took it, which the weight gradient reads too)
+TG_FN(Conv2d, (const LBs& x, const ConvArgs& args), LazyBufferPtr x_; LazyBufferPtr w_; LazyBufferPtr xs_; ConvArgs args_;)
 #undef TG_FN
 #undef TG_FN_NOGRAD
 }  // namespace F

@@ -119,6 +119,15 @@ std::vector<Case> conv_cases() {
   // the weight gradient's reduce in batch blocks (over 4096 (b, oy, ox) elements): 2 blocks of 5, 7 blocks of 1
   conv(cs, "batch_blocks", {10, 3, 26, 26}, {4, 3, 3, 3}, true, {});
   conv(cs, "batch_blocks_prime", {7, 2, 26, 26}, {3, 2, 3, 3}, false, {.padding = {1}});
+  // the CPU weight gradient's tiles over the kernel's columns (codegen/heuristic.cpp kernel_column_rows): 5 kx x 2
+  // channels on odd sizes at batch 1, a padded 3x3 (masked taps: the channel tile), a 1-row input; and conv1's
+  // row-shifted forward (tensor/conv.cpp row_shift_forward) with padding, odd sizes, 1-long axes, groups
+  conv(cs, "dw_columns_batch1_odd", {1, 32, 11, 13}, {32, 32, 5, 5}, true, {});
+  conv(cs, "dw_columns_3x3_padded", {2, 32, 7, 9}, {64, 32, 3, 3}, false, {.padding = {1}});
+  conv(cs, "dw_columns_one_row", {2, 32, 1, 40}, {32, 32, 1, 5}, false, {});
+  conv(cs, "rows_fw_padded_odd", {1, 1, 9, 13}, {5, 1, 3, 5}, true, {.padding = {1, 2}});
+  conv(cs, "rows_fw_1x7", {2, 1, 1, 7}, {3, 1, 1, 3}, false, {});
+  conv(cs, "rows_fw_groups2", {2, 4, 10, 9}, {6, 2, 3, 3}, true, {.groups = 2, .padding = {1}});
   cs.push_back(pair("conv2d/nhwc_input", {F({1, 5, 5, 2}), F({3, 2, 3, 3})}, TG(op::permute(x[0], {0, 3, 1, 2}).conv2d(x[1])),
                     TH(torch::conv2d(x[0].permute({0, 3, 1, 2}), x[1])))
                    .tol(1e-4));

@@ -1,0 +1,163 @@
+// The CPU's conv weight gradients and one-input-channel forward (tensor/conv.cpp, codegen/heuristic.cpp
+// kernel_column_rows): the register tiles they get, that the weight gradient reads the forward's row-shifted copy, and
+// their values against the NOOPT kernels and the paths they replace. Against libtorch: tests/conformance conv2d/*.
+#include <optional>
+
+#include "access.hpp"
+#include "codegen/kernel.hpp"
+#include "codegen/pack.hpp"
+#include "renderer/cstyle.hpp"
+#include "tensor_test_util.hpp"
+
+using namespace tg;
+using namespace tgt;
+
+namespace {
+
+const Opts kCPU{dtypes::float32, "CPU", false};
+
+std::vector<float> data(int64_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; i++) v[i] = static_cast<float>(((i + seed) * 2654435761u) % 2001) / 1000.0f - 1.0f;
+  return v;
+}
+
+// (accumulators, the fewest lanes of one) of a kernel with the hand-coded opts
+std::pair<int, int> accumulators(const UOp& ast) {
+  static const ClangRenderer ren;
+  Kernel k(ast, ren);
+  k.hand_coded_optimizations();
+  int accs = 0, lanes = 1 << 20;
+  for (const UOp& u : k.linearize())
+    if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::min<int>(lanes, u->dtype.count);
+  return {accs, lanes};
+}
+
+// the accumulators of the packed GEMM (codegen/pack.cpp) of the weight gradient of conv(x, w, padding)
+std::optional<std::pair<int, int>> weight_gemm_tile(const Shape& xs, const Shape& ws, int64_t pad = 0) {
+  static const ClangRenderer ren;
+  Tensor x = Tensor::empty(xs, kCPU), w = Tensor::empty(ws, kCPU);
+  w.requires_grad_();
+  Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {pad});
+  (out * Tensor::empty(out.shape(), kCPU)).sum().backward();
+  for (const ScheduleItem& si : w.grad()->schedule())
+    if (si.kind == MetaOps::KERNEL)
+      if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) return accumulators(plan->gemm_ast);
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The weight gradient's GEMM (output channels as 2 vectors of the packed grad_output) tiles the kernel's columns whole
+// times 2 input channels (5x5) or the kernel's 3 rows (3x3): 20 and 18 accumulators where 8 channels held 16. (A padded
+// conv's window is masked along its taps: they don't join the tile.)
+TEST(ConvWeightGrad, TileTakesTheKernelColumns) {
+  Context two({{"THREADS", 2}});
+  EXPECT_EQ(weight_gemm_tile({8, 32, 24, 24}, {32, 32, 5, 5}), (std::pair{20, 16})) << "5 kx x 2 channels x 2 vectors";
+  EXPECT_EQ(weight_gemm_tile({8, 32, 10, 10}, {64, 32, 3, 3}), (std::pair{18, 16})) << "3 kx x 3 ky x 2 vectors";
+  EXPECT_EQ(weight_gemm_tile({8, 32, 9, 12}, {32, 32, 2, 4}), (std::pair{16, 16})) << "4 kx x 2 ky x 2 vectors";
+  EXPECT_NE(weight_gemm_tile({8, 32, 10, 10}, {64, 32, 3, 3}, 1), (std::pair{18, 16})) << "padded: masked taps";
+  Context off({{"CPU_TILE_TAPS", 0}});
+  EXPECT_EQ(weight_gemm_tile({8, 32, 24, 24}, {32, 32, 5, 5}), (std::pair{16, 16})) << "8 channels x 2 vectors";
+}
+
+// The same gradients with the new tiles, the old ones and NOOPT: odd sizes, batch 1, 1-long axes, padding, a bias.
+TEST(ConvWeightGrad, TilesMatchNoopt) {
+  struct Case { Shape x, w; int64_t pad; bool bias; };
+  for (const Case& c : {Case{{2, 32, 24, 24}, {32, 32, 5, 5}, 0, true}, Case{{1, 32, 11, 13}, {32, 32, 5, 5}, 0, false},
+                        Case{{3, 32, 10, 10}, {64, 32, 3, 3}, 0, false}, Case{{2, 64, 8, 8}, {64, 64, 3, 3}, 0, true},
+                        Case{{1, 32, 9, 12}, {32, 32, 2, 4}, 0, false}, Case{{2, 32, 7, 9}, {64, 32, 3, 3}, 1, false},
+                        Case{{2, 32, 1, 40}, {32, 32, 1, 5}, 0, false}}) {
+    SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w));
+    auto grad = [&]() {
+      Tensor x = Tensor::from<float>(data(prod(c.x), 1), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 7), c.w, kCPU).requires_grad_();
+      std::optional<Tensor> b;
+      if (c.bias) b = Tensor::from<float>(data(c.w[0], 3), {c.w[0]}, kCPU).requires_grad_();
+      Tensor out = x.conv2d(w, b, 1, {1}, {1}, {c.pad});
+      (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
+      return vals(*w.grad());
+    };
+    const std::vector<float> tiled = grad();
+    std::vector<float> old, plain;
+    {
+      Context ctx({{"CPU_TILE_TAPS", 0}});
+      old = grad();
+    }
+    {
+      Context ctx({{"NOOPT", 1}});
+      plain = grad();
+    }
+    expect_close(tiled, plain, 1e-4f);
+    expect_close(old, plain, 1e-4f);
+  }
+}
+
+// The kernel of conv1's forward: the row-shifted copy makes the output's 576 positions one axis, so the tile's vectors
+// are 16 lanes (2 of them x 8 output channels); a 24-wide row gave 16 + 8 lanes. CONV_FW_ROWS=0: the plain conv.
+TEST(ConvForward, OneInputChannelTilesFullVectors) {
+  auto gemm_lanes = [] {
+    Tensor x = Tensor::empty({4, 1, 28, 28}, Opts{dtypes::uint8, "CPU", false});
+    std::optional<std::pair<int, int>> ret;
+    for (const ScheduleItem& si : x.conv2d(Tensor::empty({32, 1, 5, 5}, kCPU), Tensor::empty({32}, kCPU)).relu().schedule()) {
+      if (si.kind != MetaOps::KERNEL) continue;
+      bool reduce = false;
+      for (const UOp& u : Access::uop(si.ast).toposort()) reduce = reduce || u->op == Ops::REDUCE_AXIS;
+      if (reduce) ret = accumulators(Access::uop(si.ast));
+    }
+    return ret;
+  };
+  EXPECT_EQ(gemm_lanes(), (std::pair{16, 16}));
+  Context off({{"CONV_FW_ROWS", 0}});
+  const auto old = gemm_lanes();
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->second, 8) << "the old tile: 8 channels x a 24-wide row, as 16 + 8 lanes";
+}
+
+// The weight gradient reads the forward's row-shifted copy: with the forward realized, the backward writes no copy of x.
+TEST(ConvForward, WeightGradientReadsTheForwardsCopy) {
+  Tensor x = Tensor::from<float>(data(4 * 28 * 28, 1), {4, 1, 28, 28}, kCPU), w = Tensor::from<float>(data(32 * 25, 7), {32, 1, 5, 5}, kCPU);
+  w.requires_grad_();
+  Tensor out = x.conv2d(w).realize();
+  (out * Tensor::from<float>(data(4 * 32 * 24 * 24, 11), {4, 32, 24, 24}, kCPU)).sum().backward();
+  int copies = 0;
+  for (const ScheduleItem& si : w.grad()->schedule())
+    if (si.kind == MetaOps::KERNEL) copies += si.bufs[0]->size == int64_t{4} * 5 * 28 * 24;
+  EXPECT_EQ(copies, 0) << "x's 5 row-shifted copies (4 x 5 x 28 x 24) written again";
+}
+
+// The row-shifted forward's values (uint8 and float images, bias, padding, odd sizes, batch 1, 1-long axes, two input
+// channels, groups) against the plain conv and NOOPT, and its input and weight gradients against the plain conv's.
+TEST(ConvForward, RowShiftedMatchesThePlainConv) {
+  struct Case { Shape x, w; Shape pad; int groups; bool u8; };
+  for (const Case& c : {Case{{3, 1, 28, 28}, {32, 1, 5, 5}, {0}, 1, true}, Case{{1, 1, 9, 13}, {5, 1, 3, 5}, {1, 2}, 1, false},
+                        Case{{2, 2, 11, 7}, {3, 2, 3, 3}, {1}, 1, false}, Case{{1, 1, 1, 7}, {3, 1, 1, 3}, {0}, 1, false},
+                        Case{{3, 1, 5, 5}, {4, 1, 5, 5}, {0}, 1, true}, Case{{2, 4, 10, 9}, {6, 2, 3, 3}, {1}, 2, false}}) {
+    SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w));
+    auto run = [&](bool grads) {
+      Tensor x = Tensor::from<float>(data(prod(c.x), 1), c.x, kCPU);
+      if (c.u8) x = (x * 100 + 100).cast(dtypes::uint8).realize();
+      else if (grads) x.requires_grad_();
+      Tensor w = Tensor::from<float>(data(prod(c.w), 7), c.w, kCPU).requires_grad_(), b = Tensor::from<float>(data(c.w[0], 3), {c.w[0]}, kCPU);
+      Tensor out = x.conv2d(w, b, c.groups, {1}, {1}, c.pad).relu();
+      std::vector<std::vector<float>> ret{vals(out)};
+      if (!grads) return ret;
+      (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
+      ret.push_back(vals(*w.grad()));
+      if (!c.u8) ret.push_back(vals(*x.grad()));
+      return ret;
+    };
+    const auto rows = run(true);
+    std::vector<std::vector<float>> plain, noopt;
+    {
+      Context ctx({{"CONV_FW_ROWS", 0}});
+      plain = run(true);
+    }
+    {
+      Context ctx({{"NOOPT", 1}});
+      noopt = run(false);
+    }
+    ASSERT_EQ(rows.size(), plain.size());
+    for (size_t i = 0; i < rows.size(); i++) expect_close(rows[i], plain[i], 1e-4f);
+    expect_close(rows[0], noopt[0], 1e-4f);
+  }
+}
