@@ -270,6 +270,42 @@ std::vector<std::pair<int64_t, int64_t>> only_last(std::vector<std::pair<int64_t
   return lr;
 }
 
+// The narrowed input gradient of a 2D+ conv with dx's columns split at the taps: the interior columns, where
+// every tap meets grad_output (I = O - k + 1 of them), are a valid conv of grad_output with no column padding
+// and run the register tile of 8 or 10 columns x 2 vectors of input channels (heuristic.cpp contiguous_tile_rows);
+// the Ll and Lr border columns on either side read grad_output's first or last k-1 columns, with the padding as a
+// view, so their column taps narrow to the valid ones (codegen/narrow_reduce.cpp). A border's rows are padded in a
+// small copy whose last two dims are swapped (rows contiguous), so its tile runs along 8 or 10 of dx's rows (their
+// padding's zeros are multiplied there, the rows' 1.2x on 1/6 of the work: conv2's dx does 1.04x the useful
+// multiply-adds where the padded columns did 1.2x, and the 512x32x20x28 padded copy goes). Each piece is
+// realized on its own (unrealized, the scheduler fuses the three reduces into one kernel); they add up into dx in
+// one elementwise pass, which fuses with dx's consumer (the previous layer's relu backward, which the single kernel
+// had in its epilogue). CONV_DX_SPLIT=0: one kernel over padded columns (padded_columns).
+std::optional<Tensor> split_columns_input_grad(const Tensor& g, const Tensor& wf, const std::vector<std::pair<int64_t, int64_t>>& lr,
+                                               int64_t dx_rows) {
+  const size_t n = lr.size();
+  const int nd = static_cast<int>(g.shape().size());
+  const int64_t O = g.shape().back(), k = wf.shape().back(), I = O - k + 1;
+  const auto [Ll, Lr] = lr.back();
+  auto tiles = [](int64_t v) { return v >= 8 && (v % 8 == 0 || v % 10 == 0); };
+  if (n < 2 || !getenv("CONV_DX_SPLIT", 1) || Ll < 0 || Lr < 0 || Ll + Lr == 0 || !tiles(I) || !tiles(dx_rows)) return std::nullopt;
+  auto conv = [&](const Tensor& gv, const Tensor& w) { return detail::conv_pooled(gv, w, 1, Shape(n, 1), Shape(n, 1), std::nullopt); };
+  // grad_output's columns [c0, c1): the rows padded (as lr says) in a transposed copy, the columns padded by (l, r) as a view
+  auto border = [&](int64_t c0, int64_t c1, int64_t l, int64_t r) {
+    std::vector<std::pair<int64_t, int64_t>> cut = only_last(lr, false), cols(n, {0, 0});
+    cut.back() = {-c0, c1 - O};
+    cols[n - 2] = {l, r};
+    const Tensor gt = pad_or_cut(g, cut).transpose(nd - 1, nd - 2).contiguous();
+    return conv(pad_or_cut(gt, cols), wf.transpose(nd - 1, nd - 2)).transpose(nd - 1, nd - 2).contiguous();
+  };
+  std::vector<std::pair<int64_t, int64_t>> place(n, {0, 0});
+  place.back() = {Ll, Lr};
+  Tensor dx = pad_or_cut(conv(pad_or_cut(g, only_last(lr, false)), wf).contiguous(), place);
+  if (Ll > 0) place.back() = {0, I + Lr}, dx = dx + pad_or_cut(border(0, k - 1, Ll, 0), place);
+  if (Lr > 0) place.back() = {Ll + I, 0}, dx = dx + pad_or_cut(border(O - k + 1, O, 0, Lr), place);
+  return dx;
+}
+
 // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d] (xp: the padded input), as a GEMM
 // with co the unit-stride output axis (a GEMM's N: grad_output is its B operand, read one co panel at a
 // time) and the reduce over the batch cut into blocks of about kReduceBlock (b, *o) elements whose
@@ -460,15 +496,20 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     // multiply-add; as a buffer the conv is a plain SUM(a*b) whose weight operand the CPU packs.
     // Where narrow_input_grad holds, grad_output is realized unpadded and the padding read as a view instead.
     const bool narrow = !strided && !dilated && narrow_input_grad(x, g, w, groups);
-    Tensor gp = !narrow                                ? pad_or_cut(dilate(g, s), lr).contiguous()
-                : padded_columns(x.shape().back(), n) ? pad_or_cut(pad_or_cut(g, only_last(lr, true)).contiguous(), only_last(lr, false))
-                                                      : pad_or_cut(g.contiguous(), lr);
     Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
     wr.insert(wr.end(), K.begin(), K.end()), wt.insert(wt.end(), K.begin(), K.end());
     std::vector<int> flips;
     for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
     Tensor wf = w.reshape(wr).transpose(1, 2).reshape(wt).flip(flips);   // (groups*cin, rcout, *k), kernel flipped
-    dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
+    // (narrow: groups 1)
+    if (auto split = narrow ? split_columns_input_grad(g.contiguous(), wf, lr, x.shape()[x.shape().size() - 2]) : std::nullopt) {
+      dx = detail::lb(*split);
+    } else {
+      const Tensor gp = !narrow                                ? pad_or_cut(dilate(g, s), lr).contiguous()
+                        : padded_columns(x.shape().back(), n) ? pad_or_cut(pad_or_cut(g, only_last(lr, true)).contiguous(), only_last(lr, false))
+                                                              : pad_or_cut(g.contiguous(), lr);
+      dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
+    }
   }
   if (needs_input_grad[1]) {
     const Tensor xp = x.pad2d(args_.pad);
