@@ -290,19 +290,34 @@ std::optional<Tensor> split_columns_input_grad(const Tensor& g, const Tensor& wf
   auto tiles = [](int64_t v) { return v >= 8 && (v % 8 == 0 || v % 10 == 0); };
   if (n < 2 || !getenv("CONV_DX_SPLIT", 1) || Ll < 0 || Lr < 0 || Ll + Lr == 0 || !tiles(I) || !tiles(dx_rows)) return std::nullopt;
   auto conv = [&](const Tensor& gv, const Tensor& w) { return detail::conv_pooled(gv, w, 1, Shape(n, 1), Shape(n, 1), std::nullopt); };
-  // grad_output's columns [c0, c1): the rows padded (as lr says) in a transposed copy, the columns padded by (l, r) as a view
-  auto border = [&](int64_t c0, int64_t c1, int64_t l, int64_t r) {
-    std::vector<std::pair<int64_t, int64_t>> cut = only_last(lr, false), cols(n, {0, 0});
-    cut.back() = {-c0, c1 - O};
-    cols[n - 2] = {l, r};
-    const Tensor gt = pad_or_cut(g, cut).transpose(nd - 1, nd - 2).contiguous();
-    return conv(pad_or_cut(gt, cols), wf.transpose(nd - 1, nd - 2)).transpose(nd - 1, nd - 2).contiguous();
+  // The borders read grad_output's first and last k-1 columns: both (those with a border) in one copy, the rows
+  // padded (as lr says) and the last two dims swapped, (.., sides * (k-1), rows): a border's tile then runs along 8 or
+  // 10 of dx's rows, each broadcast a neighbouring float. A border's conv reads its side of the copy with the columns
+  // padded by (l, r) as a view and writes dx's border columns as (.., cols, rows): the sum below reads that view.
+  const Tensor rows = pad_or_cut(g, only_last(lr, false));
+  std::vector<std::pair<int64_t, int64_t>> sides;   // grad_output's columns of each border: [0, k-1) left, [I, O) right
+  if (Ll > 0) sides.push_back({0, k - 1});
+  if (Lr > 0) sides.push_back({I, O});
+  const int64_t m = static_cast<int64_t>(sides.size()) * (k - 1);
+  std::optional<Tensor> edges;
+  for (size_t i = 0; i < sides.size(); i++) {
+    std::vector<std::pair<int64_t, int64_t>> cut(n, {0, 0}), at(n, {0, 0});   // side i's columns at [i*(k-1), (i+1)*(k-1)) of m
+    cut.back() = {-sides[i].first, sides[i].second - O};
+    at.back() = {static_cast<int64_t>(i) * (k - 1), m - static_cast<int64_t>(i + 1) * (k - 1)};
+    const Tensor e = pad_or_cut(pad_or_cut(rows, cut), at);
+    edges = edges ? *edges + e : e;
+  }
+  const Tensor gt = edges->transpose(nd - 1, nd - 2).contiguous();
+  auto border = [&](size_t i, int64_t l, int64_t r) {
+    std::vector<std::pair<int64_t, int64_t>> cols(n, {0, 0});
+    cols[n - 2] = {l - static_cast<int64_t>(i) * (k - 1), r - (m - static_cast<int64_t>(i + 1) * (k - 1))};
+    return conv(pad_or_cut(gt, cols), wf.transpose(nd - 1, nd - 2)).contiguous().transpose(nd - 1, nd - 2);
   };
   std::vector<std::pair<int64_t, int64_t>> place(n, {0, 0});
   place.back() = {Ll, Lr};
-  Tensor dx = pad_or_cut(conv(pad_or_cut(g, only_last(lr, false)), wf).contiguous(), place);
-  if (Ll > 0) place.back() = {0, I + Lr}, dx = dx + pad_or_cut(border(0, k - 1, Ll, 0), place);
-  if (Lr > 0) place.back() = {Ll + I, 0}, dx = dx + pad_or_cut(border(O - k + 1, O, 0, Lr), place);
+  Tensor dx = pad_or_cut(conv(rows, wf).contiguous(), place);
+  if (Ll > 0) place.back() = {0, I + Lr}, dx = dx + pad_or_cut(border(0, Ll, 0), place);
+  if (Lr > 0) place.back() = {Ll + I, 0}, dx = dx + pad_or_cut(border(Ll > 0 ? 1 : 0, 0, Lr), place);
   return dx;
 }
 
