@@ -81,8 +81,8 @@ const std::vector<Conv> kCases = {
     // padded_columns), and the forward tiled along 10 output columns (20 wide)
     {"dx_columns_24", {32, 16, 8, 24}, {16, 16, 5, 5}},
     {"dx_columns_padded", {32, 16, 8, 10}, {16, 16, 3, 3}, 1, {1}, {1}, {1}, true},
-    // the input gradient split at the taps into interior and border columns (tensor/conv.cpp split_columns_input_grad):
-    // both borders; padding 1; asymmetric padding with only a right border, batch 1
+    // shapes the input gradient's split at the taps takes (tensor/conv.cpp split_columns_input_grad, CONV_DX_SPLIT=1;
+    // InputGradientSplitsColumnsAtTheTaps compares it with these): both borders; padding 1; one border, batch 1
     {"dx_split_columns", {32, 16, 24, 24}, {16, 16, 5, 5}, 1, {1}, {1}, {0}, true},
     {"dx_split_padded", {32, 16, 16, 18}, {16, 16, 3, 3}, 1, {1}, {1}, {1}},
     {"dx_split_one_border_batch1", {1, 16, 16, 34}, {32, 16, 3, 3}, 1, {1}, {1}, {2, 0, 1, 3}, true},
@@ -471,7 +471,7 @@ TEST(ConvBackward, InputGradientSkipsThePaddingsTaps) {
 // Where the interior columns (every tap in grad_output) tile by 8 or 10 and so do dx's rows, the input gradient splits
 // at the taps (tensor/conv.cpp split_columns_input_grad): the interior without column padding, the border columns with
 // their column taps narrowed and their rows padded. Multiply-adds: the useful ones plus the border's row padding (conv2's
-// 24x24 from 20x20: 1.04x), where the padded columns (CONV_DX_SPLIT=0, the old path) ran 1.2x; three GEMMs, no copy of
+// 24x24 from 20x20: 1.04x), where the padded columns (CONV_DX_SPLIT=0, the default) ran 1.2x; three GEMMs, no copy of
 // grad_output padded along its columns; values equal the unsplit gradient's and NOOPT's.
 TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
   struct Case { Shape x, w, pad; int gemms; };
@@ -524,7 +524,7 @@ TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
     EXPECT_EQ(copies, 0);
     EXPECT_EQ(old_copies, columns ? 1 : 0);
     expect_close(dx, old_dx, 1e-4f);
-    Context noopt({{"NOOPT", 1}});
+    Context noopt({{"NOOPT", 1}, {"CONV_DX_SPLIT", 1}});
     Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w);
     Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, c.pad);
     (out * F(data(prod(out.shape()), 11), out.shape())).sum().backward();

@@ -630,10 +630,10 @@ std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k,
 }
 
 void cpu_optimizations(Kernel& k) {
-  // (not under a long reduce: its small masked axes stay loops whose gates narrow the reduce's tap loops,
-  // codegen/narrow_reduce.cpp; upcast whole, 4 border columns of a conv's input gradient made a 4 x 8 x 2 tile of 64
-  // accumulators that spilled: 30-48 ms against 1.9 ms; tensor/conv.cpp split_columns_input_grad)
-  if (!reduces_long(k)) upcast_masked_axes(k);
+  // (not in a GEMM-like SUM(a*b) with a long reduce: its small masked axes stay loops whose gates narrow the reduce's
+  // tap loops, codegen/narrow_reduce.cpp; upcast whole, 4 border columns of a conv's input gradient made a 4 x 8 x 2
+  // tile of 64 accumulators that spilled: 30-48 ms against 1.9 ms; tensor/conv.cpp split_columns_input_grad)
+  if (!(reduces_long(k) && reuses_inputs(k))) upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
   const int64_t lanes = std::clamp<int64_t>(k.opts->vector_bytes / itemsize, 1, 16);
   std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k, lanes) : std::nullopt;

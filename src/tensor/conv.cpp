@@ -285,7 +285,10 @@ std::vector<std::pair<int64_t, int64_t>> only_last(std::vector<std::pair<int64_t
 // multiply-adds where the padded columns did 1.2x, and the 512x32x20x28 padded copy goes). Each piece is
 // realized on its own (unrealized, the scheduler fuses the three reduces into one kernel); they add up into dx in
 // one elementwise pass, which fuses with dx's consumer (the previous layer's relu backward, which the single kernel
-// had in its epilogue). CONV_DX_SPLIT=0: one kernel over padded columns (padded_columns).
+// had in its epilogue). Off by default (CONV_DX_SPLIT=1 turns it on): in the training step at 2 threads the borders (24 ms:
+// ~0.8x the interior's rate on 30% of its work), the border copy (6 ms) and the sum (8 ms) cost more than the padded
+// columns' zeros and copy they replace (~18 ms): conv2's dx 105 ms against 91 (bench/NOTES_conv_bw.md, session 13).
+// Off: one kernel over padded columns (padded_columns).
 std::optional<Tensor> split_columns_input_grad(const Tensor& g, const Tensor& wf, const std::vector<std::pair<int64_t, int64_t>>& lr,
                                                int64_t dx_rows) {
   const size_t n = lr.size();
@@ -293,7 +296,7 @@ std::optional<Tensor> split_columns_input_grad(const Tensor& g, const Tensor& wf
   const int64_t O = g.shape().back(), k = wf.shape().back(), I = O - k + 1;
   const auto [Ll, Lr] = lr.back();
   auto tiles = [](int64_t v) { return v >= 8 && (v % 8 == 0 || v % 10 == 0); };
-  if (n < 2 || !getenv("CONV_DX_SPLIT", 1) || Ll < 0 || Lr < 0 || Ll + Lr == 0 || !tiles(I) || !tiles(dx_rows)) return std::nullopt;
+  if (n < 2 || !getenv("CONV_DX_SPLIT", 0) || Ll < 0 || Lr < 0 || Ll + Lr == 0 || !tiles(I) || !tiles(dx_rows)) return std::nullopt;
   // (taps_outer for the borders: their narrowed column-tap loop outermost in the reduce, the 32 channels innermost,
   // where a 1-4 long tap loop inside the channels' ran the borders at ~0.6x the interior's rate: 12 vs 17 ms per border)
   auto conv = [&](const Tensor& gv, const Tensor& w, bool taps_outer = false) {
