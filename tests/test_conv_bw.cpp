@@ -81,6 +81,11 @@ const std::vector<Conv> kCases = {
     // padded_columns), and the forward tiled along 10 output columns (20 wide)
     {"dx_columns_24", {32, 16, 8, 24}, {16, 16, 5, 5}},
     {"dx_columns_padded", {32, 16, 8, 10}, {16, 16, 3, 3}, 1, {1}, {1}, {1}, true},
+    // shapes the input gradient's split at the taps takes (tensor/conv.cpp split_columns_input_grad, CONV_DX_SPLIT=1;
+    // InputGradientSplitsColumnsAtTheTaps compares it with these): both borders; padding 1; one border, batch 1
+    {"dx_split_columns", {32, 16, 24, 24}, {16, 16, 5, 5}, 1, {1}, {1}, {0}, true},
+    {"dx_split_padded", {32, 16, 16, 18}, {16, 16, 3, 3}, 1, {1}, {1}, {1}},
+    {"dx_split_one_border_batch1", {1, 16, 16, 34}, {32, 16, 3, 3}, 1, {1}, {1}, {2, 0, 1, 3}, true},
     // 64 output channels: the weight gradient's GEMM packs grad_output into two 32-channel panels (codegen/pack.cpp)
     // with the plain copy (beautiful_mnist's conv3 and conv4 at batch 3; 6x6 rows: 36, not a multiple of 8)
     {"dw_panels_8x8", {3, 32, 10, 10}, {64, 32, 3, 3}, 1, {1}, {1}, {0}, true},
@@ -460,6 +465,70 @@ TEST(ConvBackward, InputGradientSkipsThePaddingsTaps) {
     EXPECT_EQ(narrowed, columns ? rows_only : c.narrowed ? useful : padded);
     if (columns) EXPECT_EQ(macs(true, false).first, useful) << "CONV_DX_COLUMNS=0: the columns' taps narrowed too";
     EXPECT_EQ(macs(false).first, padded) << "every tap at every position";
+  }
+}
+
+// Where the interior columns (every tap in grad_output) tile by 8 or 10 and so do dx's rows, the input gradient splits
+// at the taps (tensor/conv.cpp split_columns_input_grad): the interior without column padding, the border columns with
+// their column taps narrowed and their rows padded. Multiply-adds: the useful ones plus the border's row padding (conv2's
+// 24x24 from 20x20: 1.04x), where the padded columns (CONV_DX_SPLIT=0, the default) ran 1.2x; three GEMMs, no copy of
+// grad_output padded along its columns; values equal the unsplit gradient's and NOOPT's.
+TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
+  struct Case { Shape x, w, pad; int gemms; };
+  for (const Case& c : {Case{{32, 16, 24, 24}, {16, 16, 5, 5}, {0}, 3}, Case{{32, 16, 16, 18}, {16, 16, 3, 3}, {1}, 3},
+                         Case{{1, 16, 16, 34}, {32, 16, 3, 3}, {2, 0, 1, 3}, 2}}) {
+    SCOPED_TRACE(to_str(c.x) + " pad " + to_str(c.pad));
+    const Opts o{dtypes::float32, "CPU", false};
+    auto run = [&](bool split) {
+      Context ctx({{"CONV_DX_SPLIT", split ? 1 : 0}});
+      Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w);
+      Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, c.pad);
+      (out * F(data(prod(out.shape()), 11), out.shape())).sum().backward();
+      ClangRenderer ren;
+      int gemms = 0;   // kernels with multiply-adds
+      int64_t padded_copy = 0, macs = 0;   // padded_copy: kernels writing grad_output with its columns padded (k - 1 wider)
+      for (const ScheduleItem& si : x.grad()->schedule()) {
+        if (si.kind != MetaOps::KERNEL) continue;
+        const auto plan = cpu_gemm_pack(Access::uop(si.ast), ren);
+        const int64_t m = executed_macs(hand_coded_uops(plan ? plan->gemm_ast : Access::uop(si.ast)));
+        macs += m, gemms += m > 0;
+        if (si.bufs[0]->size == prod(out.shape()) / out.shape()[3] * (c.x[3] + c.w[3] - 1)) padded_copy++;
+      }
+      return std::tuple{macs, vals(*x.grad()), out.shape(), gemms, padded_copy};
+    };
+    const auto [macs, dx, oshape, gemms, copies] = run(true);
+    const auto [old_macs, old_dx, oshape0, old_gemms, old_copies] = run(false);
+    // per spatial dim: (input position, tap) pairs whose grad_output position lies in it, and the interior's
+    int64_t pairs[2] = {0, 0}, interior = 0;
+    for (size_t j = 0; j < 2; j++) {
+      const int64_t pl = c.pad.size() == 1 ? c.pad[0] : c.pad[2 * (1 - j)], k = c.w[2 + j], O = oshape[2 + j];
+      for (int64_t y = 0; y < c.x[2 + j]; y++) {
+        int64_t taps = 0;
+        for (int64_t t = 0; t < k; t++) taps += y + pl - t >= 0 && y + pl - t < O;
+        pairs[j] += taps;
+        if (j == 1 && taps == k) interior += k;
+      }
+    }
+    const int64_t nck = c.x[0] * c.x[1] * c.w[0], rows_padded = c.x[2] * c.w[2], cols_padded = c.x[3] * c.w[3];
+    const bool columns = c.x[3] % 8 == 0 || c.x[3] % 10 == 0;
+    (void)oshape0;
+    // (batch 1: its tiles leave some taps unnarrowed either way, old and new: values only)
+    if (c.x[0] > 1) {
+      EXPECT_EQ(macs, nck * (pairs[0] * interior + rows_padded * (pairs[1] - interior)));
+      // CONV_DX_SPLIT=0: 8 or 10 dividing dx's width, the columns padded in a copy and their zeros multiplied; else
+      // both dims narrowed, grad_output's columns as a view (an 8-image tile)
+      EXPECT_EQ(old_macs, nck * pairs[0] * (columns ? cols_padded : pairs[1]));
+    }
+    EXPECT_EQ(gemms, c.gemms);
+    EXPECT_EQ(old_gemms, 1);
+    EXPECT_EQ(copies, 0);
+    EXPECT_EQ(old_copies, columns ? 1 : 0);
+    expect_close(dx, old_dx, 1e-4f);
+    Context noopt({{"NOOPT", 1}, {"CONV_DX_SPLIT", 1}});
+    Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w);
+    Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, c.pad);
+    (out * F(data(prod(out.shape()), 11), out.shape())).sum().backward();
+    expect_close(dx, vals(*x.grad()), 1e-4f);
   }
 }
 

@@ -238,8 +238,25 @@ bool read_after_reduce(const Kernel& k, size_t i) {
   return k.first_reduce() < k.shape_len();
 }
 
+// An input read at stride 1 along the output axis and along a reduce axis too: a conv's window (x + kx). Under a
+// long reduce such an axis gives way to a strided-store one of whole vectors (the output channels over packed
+// weights) and is left to contiguous_tile_rows as the tile's rows, 8 or 10 columns each broadcast: as the lanes it
+// loaded an unaligned vector per tap and tiled 8 channels x 2 rows (a 16-wide conv input gradient, 64 images, one
+// core: 9.6-10.3 ms against 7.7-8.2 ms CPU). CPU_WINDOW_LANES=0: it stays the vector axis.
+bool sliding_window(const Kernel& k, int64_t axis) {
+  for (size_t i = 1; i < k.bufs.size(); i++) {
+    if (stride_of(k, i, axis) != 1) continue;
+    for (int64_t r = k.first_reduce(); r < k.shape_len(); r++)
+      if (k.full_shape()[r] > 1 && stride_of(k, i, r) == 1) return true;
+  }
+  return false;
+}
+
+// a reduce of 64 or more elements per output (a GEMM's or a conv's)
+bool reduces_long(const Kernel& k) { return k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64; }
+
 std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
-  const bool long_reduce = k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64;
+  const bool long_reduce = reduces_long(k);
   std::optional<int64_t> unit_axis;
   for (bool strided_store : {false, true}) {
     if (strided_store && !long_reduce) break;
@@ -255,6 +272,10 @@ std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
         unit = unit || st == 1;
       }
       if (!ok || !unit) continue;
+      if (long_reduce && sliding_window(k, axis) && getenv("CPU_WINDOW_LANES", 1)) {
+        if (!strided_store && !unit_axis) unit_axis = axis;
+        continue;
+      }
       if (!strided_store && (!long_reduce || k.full_shape()[axis] % lanes == 0)) return axis;
       if (!strided_store) {
         if (!unit_axis) unit_axis = axis;
@@ -637,7 +658,10 @@ std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<siz
 }
 
 void cpu_optimizations(Kernel& k) {
-  upcast_masked_axes(k);
+  // (not in a GEMM-like SUM(a*b) with a long reduce: its small masked axes stay loops whose gates narrow the reduce's
+  // tap loops, codegen/narrow_reduce.cpp; upcast whole, 4 border columns of a conv's input gradient made a 4 x 8 x 2
+  // tile of 64 accumulators that spilled: 30-48 ms against 1.9 ms; tensor/conv.cpp split_columns_input_grad)
+  if (!(reduces_long(k) && reuses_inputs(k))) upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
   const int64_t lanes = std::clamp<int64_t>(k.opts->vector_bytes / itemsize, 1, 16);
   std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k, lanes) : std::nullopt;

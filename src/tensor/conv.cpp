@@ -61,7 +61,7 @@ std::optional<Tensor> conv_channels_last(const Tensor& xp, const Tensor& weight,
 
 // conv of an already padded input: (bs, groups*cin, *in) x (cout, cin, *k) -> (bs, cout, *out)
 Tensor conv_pooled(const Tensor& xp, const Tensor& weight, int groups, const Shape& stride, const Shape& dilation,
-                   std::optional<DType> acc_dtype) {
+                   std::optional<DType> acc_dtype, bool taps_outer) {
   if (auto c = conv_channels_last(xp, weight, groups, stride, dilation, acc_dtype)) return *c;
   const int64_t bs = xp.shape()[0], cout = weight.shape()[0], cin = weight.shape()[1];
   const Shape HW(weight.shape().begin() + 2, weight.shape().end());
@@ -74,16 +74,21 @@ Tensor conv_pooled(const Tensor& xp, const Tensor& weight, int groups, const Sha
   e1.insert(e1.end(), oyx.begin(), oyx.end()), e1.insert(e1.end(), HW.begin(), HW.end());
   std::vector<int> perm{0, 1, 3};
   for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + j));
-  perm.push_back(2);
+  if (!taps_outer) perm.push_back(2);
   for (size_t j = 0; j < n; j++) perm.push_back(static_cast<int>(4 + n + j));
-  x = x.reshape(r1).expand(e1).permute(perm);   // (bs, groups, rcout, *oyx, cin, *HW)
+  if (taps_outer) perm.push_back(2);
+  x = x.reshape(r1).expand(e1).permute(perm);   // (bs, groups, rcout, *oyx, cin, *HW) (taps_outer: *HW, cin)
   Shape wr{1, groups, rcout};
-  wr.insert(wr.end(), n, 1), wr.push_back(cin), wr.insert(wr.end(), HW.begin(), HW.end());
+  wr.insert(wr.end(), n, 1);
+  std::vector<int> wperm{0, 1};   // weight (cout, cin, *HW), taps_outer: (cout, *HW, cin)
+  for (size_t j = 0; j < n; j++) wperm.insert(wperm.end() - (taps_outer ? 1 : 0), static_cast<int>(2 + j));
+  if (taps_outer) wr.insert(wr.end(), HW.begin(), HW.end()), wr.push_back(cin);
+  else wr.push_back(cin), wr.insert(wr.end(), HW.begin(), HW.end());
   std::vector<int> red;
   for (size_t j = 0; j < 1 + n; j++) red.push_back(-1 - static_cast<int>(j));
   Shape out{bs, cout};
   out.insert(out.end(), oyx.begin(), oyx.end());
-  return (x * weight.reshape(wr)).sum(red, true, acc_dtype).reshape(out);
+  return (x * weight.permute(wperm).reshape(wr)).sum(red, true, acc_dtype).reshape(out);
 }
 }  // namespace detail
 
@@ -268,6 +273,64 @@ std::vector<std::pair<int64_t, int64_t>> only_last(std::vector<std::pair<int64_t
   for (size_t j = 0; j < lr.size(); j++)
     if ((j + 1 == lr.size()) != last) lr[j] = {0, 0};
   return lr;
+}
+
+// The narrowed input gradient of a 2D+ conv with dx's columns split at the taps: the interior columns, where
+// every tap meets grad_output (I = O - k + 1 of them), are a valid conv of grad_output with no column padding
+// and run the register tile of 8 or 10 columns x 2 vectors of input channels (heuristic.cpp contiguous_tile_rows);
+// the Ll and Lr border columns on either side read grad_output's first or last k-1 columns, with the padding as a
+// view, so their column taps narrow to the valid ones (codegen/narrow_reduce.cpp). A border's rows are padded in a
+// small copy whose last two dims are swapped (rows contiguous), so its tile runs along 8 or 10 of dx's rows (their
+// padding's zeros are multiplied there, the rows' 1.2x on 1/6 of the work: conv2's dx does 1.04x the useful
+// multiply-adds where the padded columns did 1.2x, and the 512x32x20x28 padded copy goes). Each piece is
+// realized on its own (unrealized, the scheduler fuses the three reduces into one kernel); they add up into dx in
+// one elementwise pass, which fuses with dx's consumer (the previous layer's relu backward, which the single kernel
+// had in its epilogue). Off by default (CONV_DX_SPLIT=1 turns it on): in the training step at 2 threads the borders (24 ms:
+// ~0.8x the interior's rate on 30% of its work), the border copy (6 ms) and the sum (8 ms) cost more than the padded
+// columns' zeros and copy they replace (~18 ms): conv2's dx 105 ms against 91 (bench/NOTES_conv_bw.md, session 13).
+// Off: one kernel over padded columns (padded_columns).
+std::optional<Tensor> split_columns_input_grad(const Tensor& g, const Tensor& wf, const std::vector<std::pair<int64_t, int64_t>>& lr,
+                                               int64_t dx_rows) {
+  const size_t n = lr.size();
+  const int nd = static_cast<int>(g.shape().size());
+  const int64_t O = g.shape().back(), k = wf.shape().back(), I = O - k + 1;
+  const auto [Ll, Lr] = lr.back();
+  auto tiles = [](int64_t v) { return v >= 8 && (v % 8 == 0 || v % 10 == 0); };
+  if (n < 2 || !getenv("CONV_DX_SPLIT", 0) || Ll < 0 || Lr < 0 || Ll + Lr == 0 || !tiles(I) || !tiles(dx_rows)) return std::nullopt;
+  // (taps_outer for the borders: their narrowed column-tap loop outermost in the reduce, the 32 channels innermost,
+  // where a 1-4 long tap loop inside the channels' ran the borders at ~0.6x the interior's rate: 12 vs 17 ms per border)
+  auto conv = [&](const Tensor& gv, const Tensor& w, bool taps_outer = false) {
+    return detail::conv_pooled(gv, w, 1, Shape(n, 1), Shape(n, 1), std::nullopt, taps_outer);
+  };
+  // The borders read grad_output's first and last k-1 columns: both (those with a border) in one copy, the rows
+  // padded (as lr says) and the last two dims swapped, (.., sides * (k-1), rows): a border's tile then runs along 8 or
+  // 10 of dx's rows, each broadcast a neighbouring float. A border's conv reads its side of the copy with the columns
+  // padded by (l, r) as a view and writes dx's border columns as (.., cols, rows): the sum below reads that view.
+  const Tensor rows = pad_or_cut(g, only_last(lr, false));
+  std::vector<std::pair<int64_t, int64_t>> sides;   // grad_output's columns of each border: [0, k-1) left, [I, O) right
+  if (Ll > 0) sides.push_back({0, k - 1});
+  if (Lr > 0) sides.push_back({I, O});
+  const int64_t m = static_cast<int64_t>(sides.size()) * (k - 1);
+  std::optional<Tensor> edges;
+  for (size_t i = 0; i < sides.size(); i++) {
+    std::vector<std::pair<int64_t, int64_t>> cut(n, {0, 0}), at(n, {0, 0});   // side i's columns at [i*(k-1), (i+1)*(k-1)) of m
+    cut.back() = {-sides[i].first, sides[i].second - O};
+    at.back() = {static_cast<int64_t>(i) * (k - 1), m - static_cast<int64_t>(i + 1) * (k - 1)};
+    const Tensor e = pad_or_cut(pad_or_cut(rows, cut), at);
+    edges = edges ? *edges + e : e;
+  }
+  const Tensor gt = edges->transpose(nd - 1, nd - 2).contiguous();
+  auto border = [&](size_t i, int64_t l, int64_t r) {
+    std::vector<std::pair<int64_t, int64_t>> cols(n, {0, 0});
+    cols[n - 2] = {l - static_cast<int64_t>(i) * (k - 1), r - (m - static_cast<int64_t>(i + 1) * (k - 1))};
+    return conv(pad_or_cut(gt, cols), wf.transpose(nd - 1, nd - 2), true).contiguous().transpose(nd - 1, nd - 2);
+  };
+  std::vector<std::pair<int64_t, int64_t>> place(n, {0, 0});
+  place.back() = {Ll, Lr};
+  Tensor dx = pad_or_cut(conv(rows, wf).contiguous(), place);
+  if (Ll > 0) place.back() = {0, I + Lr}, dx = dx + pad_or_cut(border(0, Ll, 0), place);
+  if (Lr > 0) place.back() = {Ll + I, 0}, dx = dx + pad_or_cut(border(Ll > 0 ? 1 : 0, 0, Lr), place);
+  return dx;
 }
 
 // dw[co, ci, k] = sum_{b, o} g[b, co, o] * x_pad[b, ci, o*s + k*d] (xp: the padded input), as a GEMM
@@ -489,15 +552,20 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
     // multiply-add; as a buffer the conv is a plain SUM(a*b) whose weight operand the CPU packs.
     // Where narrow_input_grad holds, grad_output is realized unpadded and the padding read as a view instead.
     const bool narrow = !strided && !dilated && narrow_input_grad(x, g, w, groups);
-    Tensor gp = !narrow                                ? pad_or_cut(dilate(g, s), lr).contiguous()
-                : padded_columns(x.shape().back(), n) ? pad_or_cut(pad_or_cut(g, only_last(lr, true)).contiguous(), only_last(lr, false))
-                                                      : pad_or_cut(g.contiguous(), lr);
     Shape wr{groups, rcout, cin}, wt{groups * cin, rcout};
     wr.insert(wr.end(), K.begin(), K.end()), wt.insert(wt.end(), K.begin(), K.end());
     std::vector<int> flips;
     for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
     Tensor wf = w.reshape(wr).transpose(1, 2).reshape(wt).flip(flips);   // (groups*cin, rcout, *k), kernel flipped
-    dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
+    // (narrow: groups 1)
+    if (auto split = narrow ? split_columns_input_grad(g.contiguous(), wf, lr, x.shape()[x.shape().size() - 2]) : std::nullopt) {
+      dx = detail::lb(*split);
+    } else {
+      const Tensor gp = !narrow                                ? pad_or_cut(dilate(g, s), lr).contiguous()
+                        : padded_columns(x.shape().back(), n) ? pad_or_cut(pad_or_cut(g, only_last(lr, true)).contiguous(), only_last(lr, false))
+                                                              : pad_or_cut(g.contiguous(), lr);
+      dx = detail::lb(detail::conv_pooled(gp, wf, groups, Shape(n, 1), d, std::nullopt));
+    }
   }
   if (needs_input_grad[1]) {
     const Tensor xp = x.pad2d(args_.pad);

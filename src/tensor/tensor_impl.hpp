@@ -64,8 +64,9 @@ std::vector<int64_t> make_pair(const Shape& v, size_t n, const char* op, const c
 Tensor pool(const Tensor& x, const Shape& k, const Shape& stride, const Shape& dilation, const char* op);
 Tensor slice_pad(const Tensor& x, const std::vector<std::optional<std::pair<int64_t, int64_t>>>& arg, double value = 0);
 // conv of an already padded input (tensor/conv.cpp): (bs, groups*cin, *in) x (cout, cin, *k) -> (bs, cout, *out)
+// taps_outer: the reduce runs over (*k, cin), the channels innermost, instead of (cin, *k)
 Tensor conv_pooled(const Tensor& xp, const Tensor& weight, int groups, const Shape& stride, const Shape& dilation,
-                   std::optional<DType> acc_dtype);
+                   std::optional<DType> acc_dtype, bool taps_outer = false);
 Tensor cumsum_(const Tensor& x, int axis, bool first_zero = false);
 Tensor tri(int64_t r, int64_t c, int64_t diagonal, const Opts& opts);
 std::vector<int64_t> padding2d(const Shape& padding, size_t dims, const char* op);

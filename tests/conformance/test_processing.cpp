@@ -114,6 +114,11 @@ std::vector<Case> conv_cases() {
   conv(cs, "padding_past_span", {1, 2, 5, 5}, {2, 2, 2, 2}, false, {.padding = {3}});
   conv(cs, "groups3_all_args", {2, 6, 11, 10}, {9, 2, 3, 3}, true, {.groups = 3, .stride = {2}, .dilation = {2}, .padding = {2}});
   conv(cs, "mnist_conv2_packed", {8, 32, 14, 14}, {32, 32, 5, 5}, true, {});
+  // the narrowed CPU input gradient's shapes that its split at the taps takes with CONV_DX_SPLIT=1 (tensor/conv.cpp
+  // split_columns_input_grad; run the suite with it set to check that path): both borders; padding 1; batch 1
+  conv(cs, "dx_split_columns", {32, 16, 24, 24}, {16, 16, 5, 5}, true, {});
+  conv(cs, "dx_split_padded", {32, 16, 16, 18}, {16, 16, 3, 3}, false, {.padding = {1}});
+  conv(cs, "dx_split_batch1", {1, 16, 16, 34}, {32, 16, 3, 3}, true, {.padding = {1}});
   // one input channel: the weight gradient's tile takes the 5 kernel columns next to 4 output channels
   conv(cs, "mnist_conv1_tiled", {4, 1, 28, 28}, {32, 1, 5, 5}, true, {});
   // the weight gradient's reduce in batch blocks (over 4096 (b, oy, ox) elements): 2 blocks of 5, 7 blocks of 1
