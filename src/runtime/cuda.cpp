@@ -194,6 +194,16 @@ const CudaApi& api() {
   return a;
 }
 
+// the NVRTC / nvJitLink way to read a log or a binary: ask its size, then fill a buffer of that size
+template <class H, class SizeFn, class GetFn>
+std::string sized_bytes(H h, SizeFn size, GetFn get) {
+  size_t n = 0;
+  size(h, &n);
+  std::string out(n, '\0');
+  if (n) get(h, out.data());
+  return out;
+}
+
 [[noreturn]] void fail(CUresult r, const std::string& what) {
   const char* s = nullptr;
   api().cuGetErrorString(r, &s);
@@ -253,19 +263,13 @@ std::string nvjitlink_cubin(const std::string& ptx, const std::string& arch) {
   void* h = nullptr;
   if (j.create(&h, 1, opts) != 0) throw Error("CUDA compile: nvJitLinkCreate(" + opt + ") failed");
   auto fail = [&](const char* what) {
-    size_t n = 0;
-    j.log_size(h, &n);
-    std::string log(n, '\0');
-    if (n) j.log(h, log.data());
+    const std::string log = sized_bytes(h, j.log_size, j.log);
     j.destroy(&h);
     throw Error(std::string("CUDA compile (nvJitLink ") + what + ", " + arch + "):\n" + log.c_str() + "\nPTX:\n" + ptx);
   };
   if (j.add_data(h, 2 /* NVJITLINK_INPUT_PTX */, ptx.data(), ptx.size(), "tg.ptx") != 0) fail("AddData");
   if (j.complete(h) != 0) fail("Complete");
-  size_t n = 0;
-  j.cubin_size(h, &n);
-  std::string bin(n, '\0');
-  j.cubin(h, bin.data());
+  std::string bin = sized_bytes(h, j.cubin_size, j.cubin);
   j.destroy(&h);
   return bin;
 }
@@ -386,17 +390,11 @@ class CUDACompiler : public Compiler {
     if (arch_ == "sm_90" && src.find("wgmma.mma_async") != std::string::npos) o[0] = arch_a.c_str();
     int r = a.nvrtcCompileProgram(prog, static_cast<int>(o.size()), o.data());
     if (r != 0) {
-      size_t n = 0;
-      a.nvrtcGetProgramLogSize(prog, &n);
-      std::string log(n, '\0');
-      a.nvrtcGetProgramLog(prog, log.data());
+      const std::string log = sized_bytes(prog, a.nvrtcGetProgramLogSize, a.nvrtcGetProgramLog);
       a.nvrtcDestroyProgram(&prog);
       throw Error(std::string("CUDA compile failed (NVRTC: ") + a.nvrtcGetErrorString(r) + ", " + arch_ + "):\n" + log.c_str() + "\nsource:\n" + src);
     }
-    size_t n = 0;
-    a.nvrtcGetCUBINSize(prog, &n);
-    std::string bin(n, '\0');
-    a.nvrtcGetCUBIN(prog, bin.data());
+    std::string bin = sized_bytes(prog, a.nvrtcGetCUBINSize, a.nvrtcGetCUBIN);
     a.nvrtcDestroyProgram(&prog);
     return bin;
   }
@@ -888,17 +886,12 @@ std::string nvrtc_compile(const std::string& src, const std::string& arch) {
   nvrtcProgram prog = nullptr;
   if (n->create(&prog, src.c_str(), "<tg>", 0, nullptr, nullptr) != 0) throw Error("nvrtc_compile: nvrtcCreateProgram failed");
   int r = n->compile(prog, static_cast<int>(o.size()), o.data());
-  size_t len = 0;
-  n->log_size(prog, &len);
-  std::string log(len, '\0');
-  n->log(prog, log.data());
+  const std::string log = sized_bytes(prog, n->log_size, n->log);
   if (r != 0) {
     n->destroy(&prog);
     throw Error("nvrtc_compile (" + arch + ") failed:\n" + log + "\nsource:\n" + src);
   }
-  n->cubin_size(prog, &len);
-  std::string bin(len, '\0');
-  n->cubin(prog, bin.data());
+  std::string bin = sized_bytes(prog, n->cubin_size, n->cubin);
   n->destroy(&prog);
   return bin;
 }
