@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <functional>
 #include <random>
 
@@ -160,4 +162,47 @@ TEST(CpuThreads, PoolRunsEveryTaskOnceAcrossCalls) {
 TEST(CpuThreads, PoolSpinMustNotBeNegative) {
   Context ctx({{"POOL_SPIN_US", -1}});
   EXPECT_THROW(ThreadPool::default_threads(), Error);
+}
+
+// parallel_range (what every CPU kernel launch runs): each iteration of [0, g) once, for slice counts above and
+// below g, one thread and more threads than cores
+TEST(CpuThreads, RangeRunsEveryIterationOnce) {
+  for (int64_t threads : {1, 2, 16})
+    for (int64_t slices : {1, 4})
+      for (int64_t g : {1, 2, 3, 7, 8, 9, 100}) {
+        Context ctx({{"THREADS", threads}, {"CPU_SLICES", slices}});
+        std::vector<std::atomic<int>> hits(g);
+        ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) {
+          ASSERT_LT(lo, hi);
+          for (int64_t i = lo; i < hi; i++) hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < g; i++) ASSERT_EQ(hits[i].load(), 1) << "iteration " << i << " of " << g << ", THREADS=" << threads << " CPU_SLICES=" << slices;
+      }
+}
+
+// A thread held up inside its slice (another process took its core: this 2-vCPU VM is shared) holds back only
+// that slice; the other thread runs the rest meanwhile. 1024^3's 8 panels on 2 threads: the stalled thread
+// holds 1 panel (it held 4 of 8, half the matmul, in the old static halves). The stalled slice waits for all
+// the others (a deadline instead of a hang if they never come).
+TEST(CpuThreads, StalledThreadHoldsOneSliceOfItsShare) {
+  Context ctx({{"THREADS", 2}});
+  const int64_t g = 8;
+  std::atomic<int64_t> done{0}, held{0};
+  std::atomic<bool> others_finished{false};
+  ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) {
+    if (lo == 0) {
+      held = hi - lo;
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (done.load() < g - (hi - lo) && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+      others_finished = done.load() == g - (hi - lo);
+    }
+    done.fetch_add(hi - lo);
+  });
+  EXPECT_TRUE(others_finished.load()) << "the other thread didn't run the slices outside the stalled one";
+  EXPECT_LE(held.load(), g / 8) << "the stalled thread held " << held.load() << " of " << g << " iterations";
+}
+
+TEST(CpuThreads, SlicesMustBePositive) {
+  Context ctx({{"CPU_SLICES", 0}});
+  EXPECT_THROW(ThreadPool::slices_per_thread(), Error);
 }

@@ -170,15 +170,8 @@ class CPUProgram : public RuntimeProgram {
     const auto t0 = wait ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     void** b = const_cast<void**>(bufs.data());
     const int* v = vals.data();
-    int64_t g = global_size.empty() ? 1 : global_size[0];
-    int n = static_cast<int>(std::min<int64_t>(ThreadPool::default_threads(), g));
-    if (g <= 1 || n <= 1) {
-      fn_(b, v, 0, static_cast<int>(std::max<int64_t>(1, g)));
-    } else {
-      ThreadPool::global().parallel_for(n, [&](int i) {
-        fn_(b, v, static_cast<int>(g * i / n), static_cast<int>(g * (i + 1) / n));
-      });
-    }
+    const int64_t g = global_size.empty() ? 1 : global_size[0];
+    ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) { fn_(b, v, static_cast<int>(lo), static_cast<int>(hi)); });
     if (!wait) return 0;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

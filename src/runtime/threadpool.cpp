@@ -55,6 +55,25 @@ int ThreadPool::default_threads() {
   return cached;
 }
 
+int ThreadPool::slices_per_thread() {
+  thread_local uint64_t seen_generation = 0;
+  thread_local int cached = 0;
+  const uint64_t gen = context_generation();
+  if (gen == seen_generation) return cached;
+  const int64_t n = getenv("CPU_SLICES", 4);
+  if (n < 1) throw Error("CPU_SLICES=" + std::to_string(n) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
+  cached = static_cast<int>(std::min<int64_t>(n, 64));
+  seen_generation = gen;
+  return cached;
+}
+
+void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t threads = default_threads();
+  if (g <= 1 || threads <= 1) { fn(0, std::max<int64_t>(1, g)); return; }
+  const int n = static_cast<int>(std::min<int64_t>(g, threads * slices_per_thread()));
+  parallel_for(n, [&](int i) { fn(g * i / n, g * (i + 1) / n); });
+}
+
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
