@@ -89,8 +89,8 @@ TEST_F(Runtime, CpuCompileAndRunOnThreadPool) {
 TEST_F(Runtime, CpuChunksAreContiguousAndCoverTheRange) {
   Compiled& cpu = get_device("CPU");
   auto prg = cpu.runtime("ranges", cpu.compiler().compile_cached(kRangeSrc));
-  auto run = [&](int64_t g, int threads) {
-    Context c({{"THREADS", threads}});
+  auto run = [&](int64_t g, int threads, int slices = 1) {
+    Context c({{"THREADS", threads}, {"CPU_SLICES", slices}});
     Buffer out("CPU", 64, dtypes::int32);
     std::vector<int> init(64, -1), r(64);
     out.copyin(init.data(), init.size() * 4);
@@ -107,6 +107,9 @@ TEST_F(Runtime, CpuChunksAreContiguousAndCoverTheRange) {
   EXPECT_EQ(run(10, 1), (C{{0, 10}}));
   EXPECT_EQ(run(10, 3), (C{{0, 3}, {3, 6}, {6, 10}}));
   EXPECT_EQ(run(3, 8), (C{{0, 1}, {1, 2}, {2, 3}}));   // never more chunks than indices
+  // the default: 4 slices a thread, taken by whichever thread is free (threadpool.hpp parallel_range)
+  EXPECT_EQ(run(20, 2, 4), (C{{0, 2}, {2, 5}, {5, 7}, {7, 10}, {10, 12}, {12, 15}, {15, 17}, {17, 20}}));
+  EXPECT_EQ(run(10, 3, 4).size(), 10u);
 }
 
 TEST_F(Runtime, AllocatorReusesFreedBuffers) {
