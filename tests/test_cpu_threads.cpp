@@ -185,7 +185,7 @@ TEST(CpuThreads, RangeRunsEveryIterationOnce) {
 // holds 1 panel (it held 4 of 8, half the matmul, in the old static halves). The stalled slice waits for all
 // the others (a deadline instead of a hang if they never come).
 TEST(CpuThreads, StalledThreadHoldsOneSliceOfItsShare) {
-  Context ctx({{"THREADS", 2}});
+  Context ctx({{"THREADS", 2}, {"CPU_SLICES", 4}});
   const int64_t g = 8;
   std::atomic<int64_t> done{0}, held{0};
   std::atomic<bool> others_finished{false};

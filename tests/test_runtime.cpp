@@ -107,7 +107,7 @@ TEST_F(Runtime, CpuChunksAreContiguousAndCoverTheRange) {
   EXPECT_EQ(run(10, 1), (C{{0, 10}}));
   EXPECT_EQ(run(10, 3), (C{{0, 3}, {3, 6}, {6, 10}}));
   EXPECT_EQ(run(3, 8), (C{{0, 1}, {1, 2}, {2, 3}}));   // never more chunks than indices
-  // the default: 4 slices a thread, taken by whichever thread is free (threadpool.hpp parallel_range)
+  // CPU_SLICES=4: 4 slices a thread, taken by whichever thread is free (threadpool.hpp parallel_range)
   EXPECT_EQ(run(20, 2, 4), (C{{0, 2}, {2, 5}, {5, 7}, {7, 10}, {10, 12}, {12, 15}, {15, 17}, {17, 20}}));
   EXPECT_EQ(run(10, 3, 4).size(), 10u);
 }

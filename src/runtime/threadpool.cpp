@@ -60,7 +60,7 @@ int ThreadPool::slices_per_thread() {
   thread_local int cached = 0;
   const uint64_t gen = context_generation();
   if (gen == seen_generation) return cached;
-  const int64_t n = getenv("CPU_SLICES", 4);
+  const int64_t n = getenv("CPU_SLICES", 1);
   if (n < 1) throw Error("CPU_SLICES=" + std::to_string(n) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
   cached = static_cast<int>(std::min<int64_t>(n, 64));
   seen_generation = gen;

@@ -22,11 +22,13 @@ class ThreadPool {
   static ThreadPool& global();
   static int default_threads();   // THREADS env, else all cores
   void parallel_for(int n, const std::function<void(int)>& fn);
-  // fn(lo, hi) over slices of [0, g): min(g, threads x CPU_SLICES) slices (default 4 a thread; 1: one slice a
-  // thread, the old static halves), taken by whichever thread is free. Where another process holds one of the
-  // cores (this shared 2-vCPU VM), a static half waited for its descheduled thread while the other idled.
+  // fn(lo, hi) over slices of [0, g): min(g, threads x CPU_SLICES) slices, taken by whichever thread is free.
+  // Default 1 (one contiguous slice a thread): on an idle 2-vCPU VM, 4 a thread ran the mnist step ~8% slower
+  // (3 of 3 rounds: a kernel's slice no longer lands on the core whose cache holds it from the kernel before) and
+  // matmul no faster. More slices help where another process holds one of the cores: a static half waits for its
+  // descheduled thread while the other idles (bench/NOTES_cpu_gemm.md).
   void parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn);
-  static int slices_per_thread();   // CPU_SLICES env, default 4
+  static int slices_per_thread();   // CPU_SLICES env, default 1
   int workers() const { return static_cast<int>(threads_.size()); }
   ~ThreadPool();
 
