@@ -35,12 +35,13 @@ ThreadPool& ThreadPool::global() {
   return *pool;
 }
 
-int ThreadPool::default_threads() {
-  // read per kernel launch: the env lookup (a lock, a map, a string) only when a Context changed
+// THREADS, POOL_SPIN_US and CPU_SLICES, read per kernel launch: the env lookups (a lock, a map, a string) run
+// only when a Context changed
+const ThreadPool::Settings& ThreadPool::settings() {
+  thread_local Settings s;
   thread_local uint64_t seen_generation = 0;
-  thread_local int cached = 0;
   const uint64_t gen = context_generation();
-  if (gen == seen_generation) return cached;
+  if (gen == seen_generation) return s;
   int64_t n = getenv("THREADS", 0);
   if (n < 0) throw Error("THREADS=" + std::to_string(n) + " must be positive (or unset for all cores)");
   // hardware_concurrency reads sysfs (open/read/close) on every call: once per process, not per kernel
@@ -49,28 +50,21 @@ int ThreadPool::default_threads() {
   // workers spin between kernels only where each has a core (oversubscribed, a spinner takes a worker's time)
   const int64_t spin_us = getenv("POOL_SPIN_US", 0);
   if (spin_us < 0) throw Error("POOL_SPIN_US=" + std::to_string(spin_us) + " must be >= 0 (microseconds a worker waits for the next kernel before it sleeps)");
+  const int64_t slices = getenv("CPU_SLICES", 1);
+  if (slices < 1) throw Error("CPU_SLICES=" + std::to_string(slices) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
   global().spin_ns_.store(n <= static_cast<int64_t>(cores) ? spin_us * 1000 : 0, std::memory_order_relaxed);
-  cached = static_cast<int>(n);
+  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64))};
   seen_generation = gen;
-  return cached;
+  return s;
 }
 
-int ThreadPool::slices_per_thread() {
-  thread_local uint64_t seen_generation = 0;
-  thread_local int cached = 0;
-  const uint64_t gen = context_generation();
-  if (gen == seen_generation) return cached;
-  const int64_t n = getenv("CPU_SLICES", 1);
-  if (n < 1) throw Error("CPU_SLICES=" + std::to_string(n) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
-  cached = static_cast<int>(std::min<int64_t>(n, 64));
-  seen_generation = gen;
-  return cached;
-}
+int ThreadPool::default_threads() { return settings().threads; }
+int ThreadPool::slices_per_thread() { return settings().slices; }
 
 void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t threads = default_threads();
-  if (g <= 1 || threads <= 1) { fn(0, std::max<int64_t>(1, g)); return; }
-  const int n = static_cast<int>(std::min<int64_t>(g, threads * slices_per_thread()));
+  const Settings& s = settings();
+  if (g <= 1 || s.threads <= 1) { fn(0, std::max<int64_t>(1, g)); return; }
+  const int n = static_cast<int>(std::min<int64_t>(g, int64_t{s.threads} * s.slices));
   parallel_for(n, [&](int i) { fn(g * i / n, g * (i + 1) / n); });
 }
 

@@ -33,6 +33,11 @@ class ThreadPool {
   ~ThreadPool();
 
  private:
+  struct Settings {
+    int threads = 0;   // THREADS, else all cores
+    int slices = 0;    // CPU_SLICES
+  };
+  static const Settings& settings();   // this thread's copy, re-read when a Context changed
   void grow(int n);
   void worker_loop(uint64_t seen);
   uint64_t take_tasks();           // runs tasks of the published call until none is left; returns its generation
