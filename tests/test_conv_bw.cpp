@@ -94,12 +94,15 @@ const std::vector<Conv> kCases = {
 
 }  // namespace
 
-// grads() of one conv two ways: output, grad input, grad weight (and grad bias) agree
-void expect_same_grads(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+// grads() of one conv two ways: output, grad input, grad weight (and grad bias) agree. The weight and bias gradients
+// sum over the batch and the output positions (12800 terms for dx_split_columns): the two paths' fp32 summation orders
+// differ by ~sqrt(terms) roundings (1.2e-4 on CUDA for dx_split_columns), so their tolerance grows with that root
+void expect_same_grads(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, int64_t cout) {
   ASSERT_EQ(a.size(), b.size());
+  const float summed = static_cast<float>(a[0].size() / cout);   // the weight gradient's terms per element
   for (size_t i = 0; i < a.size(); i++) {
     SCOPED_TRACE(i == 0 ? "output" : i == 1 ? "grad input" : i == 2 ? "grad weight" : "grad bias");
-    expect_close(a[i], b[i], 1e-4f);
+    expect_close(a[i], b[i], i < 2 ? 1e-4f : 1e-4f * std::max(1.0f, std::sqrt(summed / 1024)));
   }
 }
 
@@ -112,7 +115,7 @@ TEST(ConvBackward, MatchesTheWindowViewGradient) {
       Context ctx({{"FUSE_CONV_BW", 0}});
       old = grads(c);
     }
-    expect_same_grads(fused, old);
+    expect_same_grads(fused, old, c.w[0]);
   }
 }
 
@@ -343,7 +346,7 @@ TEST(ConvBackward, ChannelsLastMatches) {
       Context ctx({{"CONV_NHWC", 0}});
       nchw = grads(c);
     }
-    expect_same_grads(nhwc, nchw);
+    expect_same_grads(nhwc, nchw, c.w[0]);
   }
 }
 
@@ -478,12 +481,13 @@ TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
   for (const Case& c : {Case{{32, 16, 24, 24}, {16, 16, 5, 5}, {0}, 3}, Case{{32, 16, 16, 18}, {16, 16, 3, 3}, {1}, 3},
                          Case{{1, 16, 16, 34}, {32, 16, 3, 3}, {2, 0, 1, 3}, 2}}) {
     SCOPED_TRACE(to_str(c.x) + " pad " + to_str(c.pad));
-    const Opts o{dtypes::float32, "CPU", false};
+    const Opts o{dtypes::float32, "CPU", false};   // the split is the CPU's (the default device may be CUDA)
+    auto Fc = [&](std::vector<float> v, Shape s) { return Tensor::from<float>(v, s, o); };
     auto run = [&](bool split) {
       Context ctx({{"CONV_DX_SPLIT", split ? 1 : 0}});
-      Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w);
+      Tensor x = Fc(data(prod(c.x), 1), c.x).requires_grad_(), w = Fc(data(prod(c.w), 7), c.w);
       Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, c.pad);
-      (out * F(data(prod(out.shape()), 11), out.shape())).sum().backward();
+      (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
       ClangRenderer ren;
       int gemms = 0;   // kernels with multiply-adds
       int64_t padded_copy = 0, macs = 0;   // padded_copy: kernels writing grad_output with its columns padded (k - 1 wider)
@@ -525,9 +529,9 @@ TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
     EXPECT_EQ(old_copies, columns ? 1 : 0);
     expect_close(dx, old_dx, 1e-4f);
     Context noopt({{"NOOPT", 1}, {"CONV_DX_SPLIT", 1}});
-    Tensor x = F(data(prod(c.x), 1), c.x).requires_grad_(), w = F(data(prod(c.w), 7), c.w);
+    Tensor x = Fc(data(prod(c.x), 1), c.x).requires_grad_(), w = Fc(data(prod(c.w), 7), c.w);
     Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, c.pad);
-    (out * F(data(prod(out.shape()), 11), out.shape())).sum().backward();
+    (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
     expect_close(dx, vals(*x.grad()), 1e-4f);
   }
 }
