@@ -7,11 +7,23 @@
 // BEAM_UPCAST_MAX, BEAM_LOCAL_MAX, BEAM_UOPS_MAX, BEAM_TIMEOUT_SEC (per candidate), BEAM_MIN_PROGRESS
 // (us), BEAM_PADTO, BEAM_DEBUG, IGNORE_BEAM_CACHE, PARALLEL (compile threads), BEAM_COMPARE (off by default
 // while BEAM_HAND_CODED is on: the hand-coded kernel is one of the timed candidates), and
-// beyond 0.9.2: BEAM_BUDGET (seconds for the whole search; 8 on the CPU), BEAM_HAND_CODED (1: the timed
-// hand-coded kernel starts the beam: the search returns it unless a candidate timed faster), BEAM_BATCH (C candidates
-// per compile, 16), BEAM_CPU_TEST_OPS (the work of one timed CPU run, a slice of the parallel loop).
+// beyond 0.9.2: BEAM_BUDGET (seconds for the whole search, its final compare included; 8 on the CPU),
+// BEAM_HAND_CODED (1: the timed hand-coded kernel starts the beam and is the incumbent of the final compare),
+// BEAM_BATCH (C candidates per compile, 16), BEAM_CPU_TEST_OPS (the work of one timed CPU run, a slice of the
+// parallel loop), and the final compare: BEAM_FINALISTS (2: the search's best few that challenge the hand-coded
+// kernel), BEAM_FINAL_ROUNDS (5 interleaved full-size runs each), BEAM_FINAL_MARGIN (0.03: how much faster a
+// challenger must be), BEAM_FINAL_SEC (0.75: the part of BEAM_BUDGET kept for it).
+//
+// The final compare: the search times candidates with a few runs on a slice of the work, and on a machine shared
+// with other processes one lucky run can rank a slower kernel first. So the search's verdict is only a shortlist:
+// the hand-coded kernel and the best few candidates are timed again at full size, interleaved (A B C A B C ...:
+// a burst of load hits them alike), after one untimed warm-up round. A challenger replaces the hand-coded kernel
+// only if its best and its median run are both faster by the margin (on the CPU its best process CPU time too:
+// load from other processes stretches the wall clock, not the CPU time of our threads). The decided kernel is what
+// the search returns and what the disk cache keeps.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,8 +62,17 @@ std::vector<Opt> opts_from_string(const std::string& s);
 
 // Counters for tests and DEBUG: searches actually run, answered from the disk cache, candidates timed,
 // GPU L2 flushes (one before each timed run of a BEAM candidate on CUDA).
+// final_compares: final compares run; final_upsets: those a challenger won.
 struct SearchStats {
   static inline int64_t searches = 0, cache_hits = 0, candidates_timed = 0, compile_failures = 0, gpu_l2_flushes = 0;
+  static inline int64_t final_compares = 0, final_upsets = 0;
+};
+
+// A test's clock: when set, every timed run of a kernel (search candidates, the final compare, time_linearizer)
+// returns this many seconds, as wall and CPU time, instead of running it. full_size: a run of the final compare or
+// time_linearizer's (not scaled up from a slice). Lets a test make a candidate time fast once by "noise".
+struct SearchHooks {
+  static inline std::function<double(const Kernel& k, bool full_size)> fake_time;
 };
 
 }  // namespace tg
