@@ -184,6 +184,81 @@ TEST(Search, BeamStartsFromTheHandCodedKernel) {
   EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
 }
 
+// A fake clock for the search (SearchHooks::fake_time), reset when the test ends: the hand-coded kernel takes 1 ms,
+// the first other kernel timed ("lucky") takes `lucky_search` in the search's runs and `lucky_full` at full size,
+// every other kernel 3 ms.
+struct FakeClock {
+  std::vector<Opt> hand_coded;
+  std::string lucky;
+  std::string hc() const { return opts_to_string(hand_coded); }
+  FakeClock(const UOp& ast, double lucky_search, double lucky_full) {
+    Kernel hc(ast, cpu());
+    hc.hand_coded_optimizations();
+    hand_coded = hc.applied_opts;
+    SearchHooks::fake_time = [this, lucky_search, lucky_full](const Kernel& k, bool full_size) {
+      const std::string opts = opts_to_string(k.applied_opts);
+      if (k.applied_opts == hand_coded) return 1e-3;
+      if (lucky.empty()) lucky = opts;
+      if (opts == lucky) return full_size ? lucky_full : lucky_search;
+      return 3e-3;
+    };
+  }
+  ~FakeClock() { SearchHooks::fake_time = nullptr; }
+};
+
+// The search times candidates with a few runs on a slice: on a shared machine one can time fast by noise. The
+// final compare times the hand-coded kernel and the search's best few again at full size and keeps the hand-coded
+// one unless a challenger is really faster; the disk cache and realize get the decided kernel.
+TEST(Search, FinalCompareKeepsTheHandCodedKernelAgainstALuckyCandidate) {
+  TempCache cache;
+  auto beam_ctx = small_beam();
+  Context budget({{"BEAM_BUDGET", 3600}});   // the fake clock decides, not how busy the machine is
+  const UOp ast = matmul_ast(16, 32, 16);
+  Kernel k(ast, cpu());
+  auto rawbufs = bufs_from_lin(k);
+  FakeClock clock(ast, 0.5e-3, 2e-3);
+  ASSERT_FALSE(clock.hand_coded.empty());
+  {
+    // the search alone (no final compare, as before) is fooled by the lucky run
+    Context off({{"BEAM_FINAL_ROUNDS", 0}});
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    ASSERT_FALSE(clock.lucky.empty());
+    EXPECT_EQ(opts_to_string(best->applied_opts), clock.lucky);
+  }
+  const int64_t compares = SearchStats::final_compares, upsets = SearchStats::final_upsets;
+  auto best = beam_search(k, rawbufs, 2);   // searches (nothing cached yet) and caches the decision
+  EXPECT_EQ(opts_to_string(best->applied_opts), clock.hc());
+  EXPECT_EQ(SearchStats::final_compares, compares + 1);
+  EXPECT_EQ(SearchStats::final_upsets, upsets);
+  // the disk cache holds the decided kernel: a clock under which the lucky kernel wins everywhere changes nothing
+  FakeClock always_lucky(ast, 0.1e-3, 0.1e-3);
+  const int64_t hits = SearchStats::cache_hits, timed = SearchStats::candidates_timed;
+  EXPECT_EQ(opts_to_string(beam_search(k, rawbufs, 2)->applied_opts), clock.hc());
+  Context beam2({{"BEAM", 2}});
+  EXPECT_EQ(opts_to_string(get_kernel(cpu(), ast)->applied_opts), clock.hc()) << "realize runs the cached decision";
+  EXPECT_EQ(SearchStats::cache_hits, hits + 2);
+  EXPECT_EQ(SearchStats::candidates_timed, timed);
+}
+
+// A challenger that is faster at full size too wins; one only 1% faster doesn't (BEAM_FINAL_MARGIN, 3%).
+TEST(Search, FinalCompareTakesAReallyFasterCandidate) {
+  auto beam_ctx = small_beam();
+  Context budget({{"BEAM_BUDGET", 3600}});
+  const UOp ast = matmul_ast(16, 32, 16);
+  Kernel k(ast, cpu());
+  auto rawbufs = bufs_from_lin(k);
+  {
+    FakeClock clock(ast, 0.5e-3, 0.5e-3);
+    const int64_t upsets = SearchStats::final_upsets;
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_EQ(opts_to_string(best->applied_opts), clock.lucky);
+    EXPECT_EQ(SearchStats::final_upsets, upsets + 1);
+    EXPECT_EQ(run(*best), run_noopt(ast));
+  }
+  FakeClock clock(ast, 0.5e-3, 0.99e-3);
+  EXPECT_EQ(opts_to_string(beam_search(k, rawbufs, 2, true, true)->applied_opts), clock.hc());
+}
+
 TEST(Search, BufsFromLinFillsAnUnusedIndex) {
   // a packed GEMM reads global 2 (the scratch) and not global 1's old neighbour: indices may have gaps
   UOp a = load(1, sh({8, 1, 16}).expand({8, 16, 16}));
