@@ -216,7 +216,9 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
   const int n_threads = static_cast<int>(std::clamp<int64_t>(getenv("PARALLEL", std::thread::hardware_concurrency()), 1, 32));
   // batches of candidates [lo, hi): enough of them to keep every thread busy
   const size_t batch = c_source ? static_cast<size_t>(std::max<int64_t>(1, getenv("BEAM_BATCH", 16))) : 1;
-  const size_t n_batches = std::max((cands.size() + batch - 1) / batch, std::min<size_t>(cands.size(), n_threads));
+  // at least two batches a thread: past the first ones, the longest compile so far tells whether another one
+  // ends before the deadline (a step's one batch a thread ran 2 s past it on a busy machine)
+  const size_t n_batches = std::max((cands.size() + batch - 1) / batch, std::min<size_t>(cands.size(), 2 * n_threads));
   std::vector<std::pair<size_t, size_t>> batches;
   for (size_t b = 0; b < n_batches; b++) batches.emplace_back(cands.size() * b / n_batches, cands.size() * (b + 1) / n_batches);
   const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
@@ -300,11 +302,6 @@ std::optional<Timed> time_hand_coded(const Kernel& lin, const std::vector<std::s
   return Timed{std::move(hc), *std::min_element(tms.begin(), tms.end()), built};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 // The final compare (search.hpp's header tells why): fin[0] is the incumbent (the hand-coded kernel, else the
 // search's best), the rest challenge it. Each runs at full size once untimed, then BEAM_FINAL_ROUNDS rounds
 // interleaved; past the deadline no round starts after the second. Returns the winner's index; its tm becomes
@@ -326,15 +323,21 @@ size_t final_compare(std::vector<Timed*>& fin, const std::vector<std::shared_ptr
       alive[i] = i == 0 || t.wall < 2 * wall[0].back();   // twice slower than the incumbent: out
     }
   auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  auto rounds_won = [&](size_t i) {   // rounds in which challenger i ran faster than the incumbent
+    size_t n = 0;
+    for (size_t r = 0; r < wall[i].size(); r++) n += wall[i][r] < wall[0][r];
+    return n;
+  };
+  // a winner is faster by the margin in its best run (and CPU time), and in at least 3/4 of the rounds
   size_t win = 0;
   for (size_t i = 1; i < fin.size(); i++)
-    if (alive[i] && best(wall[i]) < keep * best(wall[0]) && median(wall[i]) < median(wall[0]) &&
+    if (alive[i] && best(wall[i]) < keep * best(wall[0]) && 4 * rounds_won(i) >= 3 * wall[0].size() &&
         (!cpu_time || best(cpu[i]) < keep * best(cpu[0])) && best(wall[i]) < best(wall[win]))
       win = i;
   if (debug() >= 2 || getenv("BEAM_DEBUG"))
     for (size_t i = 0; i < fin.size(); i++)
-      std::printf("BEAM final %s %zu runs: best %10.2f us, median %10.2f us, best cpu %10.2f us, search %10.2f us %s %s\n",
-                  i == 0 ? "incumbent " : "challenger", wall[i].size(), best(wall[i]) * 1e6, median(wall[i]) * 1e6, best(cpu[i]) * 1e6,
+      std::printf("BEAM final %s %zu runs: best %10.2f us, best cpu %10.2f us, rounds won %zu, search %10.2f us %s %s\n",
+                  i == 0 ? "incumbent " : "challenger", wall[i].size(), best(wall[i]) * 1e6, best(cpu[i]) * 1e6, i ? rounds_won(i) : 0,
                   fin[i]->tm * 1e6, i == win ? "WIN " : "    ", opts_to_string(fin[i]->k->applied_opts).c_str());
   SearchStats::final_compares++;
   SearchStats::final_upsets += win != 0;

@@ -18,8 +18,9 @@
 // with other processes one lucky run can rank a slower kernel first. So the search's verdict is only a shortlist:
 // the hand-coded kernel and the best few candidates are timed again at full size, interleaved (A B C A B C ...:
 // a burst of load hits them alike), after one untimed warm-up round. A challenger replaces the hand-coded kernel
-// only if its best and its median run are both faster by the margin (on the CPU its best process CPU time too:
-// load from other processes stretches the wall clock, not the CPU time of our threads). The decided kernel is what
+// only if its best run is faster by the margin (on the CPU its best process CPU time too: load from other
+// processes stretches the wall clock, not the CPU time of our threads) and it ran faster in at least 3/4 of the
+// rounds. The decided kernel is what
 // the search returns and what the disk cache keeps.
 #pragma once
 #include <cstdint>
