@@ -78,6 +78,8 @@ struct TempCache {
 
 // a small, fast search: few candidates per step
 Context small_beam() { return Context({{"BEAM_UPCAST_MAX", 4}, {"BEAM_MIN_PROGRESS", 0}}); }
+// a search from the hand-coded kernel, which starts alone on the CPU: its neighbours upcast as much as it does
+Context hand_coded_beam() { return Context({{"BEAM_MIN_PROGRESS", 0}}); }
 
 }  // namespace
 
@@ -154,8 +156,8 @@ TEST(Search, RealizeUsesBeamWhenAsked) {
 
 TEST(Search, BeamStartsFromTheHandCodedKernel) {
   TempCache cache;
-  auto beam_ctx = small_beam();
-  const UOp ast = matmul_ast(16, 32, 16);
+  auto beam_ctx = hand_coded_beam();
+  const UOp ast = matmul_ast(32, 64, 32);
   Kernel hc(ast, cpu());
   hc.hand_coded_optimizations();
   ASSERT_FALSE(hc.applied_opts.empty());
@@ -169,19 +171,24 @@ TEST(Search, BeamStartsFromTheHandCodedKernel) {
     EXPECT_EQ(best->applied_opts, hc.applied_opts);
     EXPECT_EQ(SearchStats::candidates_timed, timed);
   }
-  // with time, candidates compiled in batches of 3 (and one by one) are timed and the result is right
+  // with time, the hand-coded kernel's neighbours are timed (it starts alone on the CPU) and the result is right
+  Context no_cut({{"BEAM_BUDGET", 3600}});   // a busy machine mustn't cut the search short
+  int64_t timed = SearchStats::candidates_timed;
+  auto best = beam_search(k, rawbufs, 2, true, true);
+  EXPECT_GT(SearchStats::candidates_timed, timed);
+  EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
+  // 0.9.2's start (the unoptimized kernel only) still works, its candidates compiled in batches of 3 and one by one
+  auto small = small_beam();
+  Context off({{"BEAM_HAND_CODED", 0}});
   for (int64_t batch : {3, 1}) {
-    Context b({{"BEAM_BATCH", batch}, {"BEAM_BUDGET", 3600}});   // a busy machine mustn't cut the search short
-    const int64_t timed = SearchStats::candidates_timed, failures = SearchStats::compile_failures;
-    auto best = beam_search(k, rawbufs, 2, true, true);
-    EXPECT_GT(SearchStats::candidates_timed, timed);
+    Context b({{"BEAM_BATCH", batch}});
+    timed = SearchStats::candidates_timed;
+    const int64_t failures = SearchStats::compile_failures;
+    best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_GT(SearchStats::candidates_timed, timed + 3);
     EXPECT_EQ(SearchStats::compile_failures, failures);
     EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
   }
-  // 0.9.2's start (the unoptimized kernel only) still works
-  Context off({{"BEAM_HAND_CODED", 0}});
-  auto best = beam_search(k, rawbufs, 2, true, true);
-  EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
 }
 
 // A fake clock for the search (SearchHooks::fake_time), reset when the test ends: the hand-coded kernel takes 1 ms,
@@ -211,9 +218,9 @@ struct FakeClock {
 // one unless a challenger is really faster; the disk cache and realize get the decided kernel.
 TEST(Search, FinalCompareKeepsTheHandCodedKernelAgainstALuckyCandidate) {
   TempCache cache;
-  auto beam_ctx = small_beam();
+  auto beam_ctx = hand_coded_beam();
   Context budget({{"BEAM_BUDGET", 3600}});   // the fake clock decides, not how busy the machine is
-  const UOp ast = matmul_ast(16, 32, 16);
+  const UOp ast = matmul_ast(32, 64, 32);
   Kernel k(ast, cpu());
   auto rawbufs = bufs_from_lin(k);
   FakeClock clock(ast, 0.5e-3, 2e-3);
@@ -242,9 +249,9 @@ TEST(Search, FinalCompareKeepsTheHandCodedKernelAgainstALuckyCandidate) {
 
 // A challenger that is faster at full size too wins; one only 1% faster doesn't (BEAM_FINAL_MARGIN, 3%).
 TEST(Search, FinalCompareTakesAReallyFasterCandidate) {
-  auto beam_ctx = small_beam();
+  auto beam_ctx = hand_coded_beam();
   Context budget({{"BEAM_BUDGET", 3600}});
-  const UOp ast = matmul_ast(16, 32, 16);
+  const UOp ast = matmul_ast(32, 64, 32);
   Kernel k(ast, cpu());
   auto rawbufs = bufs_from_lin(k);
   {

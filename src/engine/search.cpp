@@ -454,7 +454,9 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   auto at = [&](double sec) { return budget > 0 ? st + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(sec)) : clk::time_point::max(); };
   const auto deadline = at(budget - final_sec), final_deadline = at(budget);
   // the hand-coded kernel starts in the beam, timed like every candidate, and is the final compare's incumbent:
-  // its neighbours are the first step's candidates (BEAM_HAND_CODED=0: 0.9.2's start)
+  // its neighbours are the first step's candidates (BEAM_HAND_CODED=0: 0.9.2's start). On the CPU it starts
+  // alone: the unoptimized kernel's neighbours are scalar kernels tens of times slower, whose single timed runs
+  // (4 s each for a 1024^3 matmul's on a busy machine) can't be cut short and ran the search 2.5 s past its budget
   if (getenv("BEAM_HAND_CODED", 1)) {
     try {
       hand_coded = time_hand_coded(lin, rawbufs, compiler, seen_srcs, test_size, clear_l2);
@@ -464,7 +466,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       if (debug() >= 2) std::cout << "BEAM: the hand-coded kernel failed: " << e.what() << "\n";
     }
   }
-  beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity(), nullptr});
+  if (!hand_coded || lin.opts->has_local) beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity(), nullptr});
   for (bool exiting = false; !exiting;) {
     std::vector<std::unique_ptr<Kernel>> acted;
     for (const Timed& b : beam)

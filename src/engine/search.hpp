@@ -8,7 +8,8 @@
 // (us), BEAM_PADTO, BEAM_DEBUG, IGNORE_BEAM_CACHE, PARALLEL (compile threads), BEAM_COMPARE (off by default
 // while BEAM_HAND_CODED is on: the hand-coded kernel is one of the timed candidates), and
 // beyond 0.9.2: BEAM_BUDGET (seconds for the whole search, its final compare included; 8 on the CPU),
-// BEAM_HAND_CODED (1: the timed hand-coded kernel starts the beam and is the incumbent of the final compare),
+// BEAM_HAND_CODED (1: the timed hand-coded kernel starts the beam, alone on the CPU, and is the incumbent of the
+// final compare),
 // BEAM_BATCH (C candidates per compile, 16), BEAM_CPU_TEST_OPS (the work of one timed CPU run, a slice of the
 // parallel loop), and the final compare: BEAM_FINALISTS (2: the search's best few that challenge the hand-coded
 // kernel), BEAM_FINAL_ROUNDS (5 interleaved full-size runs each), BEAM_FINAL_MARGIN (0.03: how much faster a
