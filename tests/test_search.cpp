@@ -101,6 +101,19 @@ TEST(Search, ActionsApplyOnCpuWithinLimits) {
   EXPECT_TRUE(k.applied_opts.empty()) << "actions work on copies";
 }
 
+// A kernel already past BEAM_UPCAST_MAX (the CPU's hand-coded register tiles: a conv's upcasts 320) still has
+// neighbours that don't upcast more than it does (reorders), so a search from it has something to time.
+TEST(Search, ActionsOfAKernelPastTheUpcastLimitKeepItsUpcast) {
+  Context ctx({{"BEAM_UPCAST_MAX", 8}});
+  Kernel hc(matmul_ast(32, 64, 32), cpu());
+  hc.hand_coded_optimizations();
+  auto upcast = [](const Kernel& k) { return prod(Shape(k.full_shape().begin() + k.first_upcast(), k.full_shape().end())); };
+  ASSERT_GT(upcast(hc), 8);
+  auto acted = get_kernel_actions(hc, false);
+  EXPECT_FALSE(acted.empty());
+  for (auto& [i, k2] : acted) EXPECT_LE(upcast(*k2), upcast(hc)) << opts_to_string(k2->applied_opts);
+}
+
 TEST(Search, OptsRoundTripThroughText) {
   std::vector<Opt> opts = {{OptOps::UPCAST, 0, 4}, {OptOps::UNROLL, 1, 0}, {OptOps::NOLOCALS, std::nullopt, std::nullopt}, {OptOps::SWAP, 0, 2}};
   EXPECT_EQ(opts_to_string(opts), "UPCAST,0,4;UNROLL,1,0;NOLOCALS,-,-;SWAP,0,2");

@@ -275,6 +275,17 @@ std::string search_key(const Kernel& k, int amt, bool allow_test_size) {
 
 const char* kOptNames[] = {"TC", "UPCAST", "UPCASTMID", "UNROLL", "LOCAL", "GROUP", "GROUPTOP", "NOLOCALS", "PADTO", "SWAP"};
 
+// the product of k's upcast (and unrolled) axes, and of its local (and grouped) axes
+std::pair<int64_t, int64_t> upcast_and_local(const Kernel& k) {
+  int64_t up = 1, lcl = 1;
+  const auto colors = k.colors();
+  for (size_t j = 0; j < colors.size(); j++) {
+    if (colors[j] == "magenta" || colors[j] == "yellow") up *= k.full_shape()[j];
+    else if (colors[j] == "cyan" || colors[j] == "green" || colors[j] == "white") lcl *= k.full_shape()[j];
+  }
+  return {up, lcl};
+}
+
 // a compiled kernel of the search, kept to time it again in the final compare
 struct Built {
   RenderedProgram p;
@@ -383,7 +394,9 @@ std::vector<std::shared_ptr<Buffer>> bufs_from_lin(const Kernel& k, bool allocat
 std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool include_0) {
   std::map<int, std::unique_ptr<Kernel>> acted;
   if (include_0) acted[0] = copy_kernel(k);
-  const int64_t max_up = getenv("BEAM_UPCAST_MAX", 256), max_lcl = getenv("BEAM_LOCAL_MAX", 1024);
+  // a kernel past the limits (a CPU conv's hand-coded register tile upcasts 320) may still be reordered
+  const auto [up0, lcl0] = upcast_and_local(k);
+  const int64_t max_up = std::max(getenv("BEAM_UPCAST_MAX", 256), up0), max_lcl = std::max(getenv("BEAM_LOCAL_MAX", 1024), lcl0);
   const auto& actions = beam_actions();
   for (size_t i = 0; i < actions.size(); i++) {
     const Opt& a = actions[i];
@@ -401,13 +414,7 @@ std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool 
     } catch (const KernelOptError&) {
       continue;
     }
-    int64_t up = 1, lcl = 1;
-    const auto colors = k2->colors();
-    for (size_t j = 0; j < colors.size(); j++) {
-      if (colors[j] == "magenta" || colors[j] == "yellow") up *= k2->full_shape()[j];
-      else if (colors[j] == "cyan" || colors[j] == "green" || colors[j] == "white") lcl *= k2->full_shape()[j];
-    }
-    if (up > max_up || lcl > max_lcl) continue;
+    if (const auto [up, lcl] = upcast_and_local(*k2); up > max_up || lcl > max_lcl) continue;
     acted[static_cast<int>(i) + 1] = std::move(k2);
   }
   return acted;

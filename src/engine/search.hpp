@@ -46,7 +46,8 @@ std::unique_ptr<Kernel> copy_kernel(const Kernel& k);
 std::vector<std::shared_ptr<Buffer>> bufs_from_lin(const Kernel& k, bool allocate = true);
 
 // Every action that applies to k, keyed by 1 + its index in beam_actions() (0 is k itself when
-// include_0). Candidates whose upcast or local size exceeds BEAM_UPCAST_MAX / BEAM_LOCAL_MAX are dropped.
+// include_0). Candidates whose upcast or local size exceeds BEAM_UPCAST_MAX / BEAM_LOCAL_MAX, or k's own if larger,
+// are dropped.
 std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool include_0 = true);
 
 // The fastest kernel found from k with beam width amt. rawbufs as bufs_from_lin (allocated if not).
