@@ -78,6 +78,8 @@ struct TempCache {
 
 // a small, fast search: few candidates per step
 Context small_beam() { return Context({{"BEAM_UPCAST_MAX", 4}, {"BEAM_MIN_PROGRESS", 0}}); }
+// a search from the hand-coded kernel, which starts alone on the CPU: its neighbours upcast as much as it does
+Context hand_coded_beam() { return Context({{"BEAM_MIN_PROGRESS", 0}}); }
 
 }  // namespace
 
@@ -97,6 +99,19 @@ TEST(Search, ActionsApplyOnCpuWithinLimits) {
     EXPECT_LE(prod(Shape(k2->full_shape().begin() + k2->first_upcast(), k2->full_shape().end())), 8) << a.str();
   }
   EXPECT_TRUE(k.applied_opts.empty()) << "actions work on copies";
+}
+
+// A kernel already past BEAM_UPCAST_MAX (the CPU's hand-coded register tiles: a conv's upcasts 320) still has
+// neighbours that don't upcast more than it does (reorders), so a search from it has something to time.
+TEST(Search, ActionsOfAKernelPastTheUpcastLimitKeepItsUpcast) {
+  Context ctx({{"BEAM_UPCAST_MAX", 8}});
+  Kernel hc(matmul_ast(32, 64, 32), cpu());
+  hc.hand_coded_optimizations();
+  auto upcast = [](const Kernel& k) { return prod(Shape(k.full_shape().begin() + k.first_upcast(), k.full_shape().end())); };
+  ASSERT_GT(upcast(hc), 8);
+  auto acted = get_kernel_actions(hc, false);
+  EXPECT_FALSE(acted.empty());
+  for (auto& [i, k2] : acted) EXPECT_LE(upcast(*k2), upcast(hc)) << opts_to_string(k2->applied_opts);
 }
 
 TEST(Search, OptsRoundTripThroughText) {
@@ -154,8 +169,8 @@ TEST(Search, RealizeUsesBeamWhenAsked) {
 
 TEST(Search, BeamStartsFromTheHandCodedKernel) {
   TempCache cache;
-  auto beam_ctx = small_beam();
-  const UOp ast = matmul_ast(16, 32, 16);
+  auto beam_ctx = hand_coded_beam();
+  const UOp ast = matmul_ast(32, 64, 32);
   Kernel hc(ast, cpu());
   hc.hand_coded_optimizations();
   ASSERT_FALSE(hc.applied_opts.empty());
@@ -169,19 +184,99 @@ TEST(Search, BeamStartsFromTheHandCodedKernel) {
     EXPECT_EQ(best->applied_opts, hc.applied_opts);
     EXPECT_EQ(SearchStats::candidates_timed, timed);
   }
-  // with time, candidates compiled in batches of 3 (and one by one) are timed and the result is right
+  // with time, the hand-coded kernel's neighbours are timed (it starts alone on the CPU) and the result is right
+  Context no_cut({{"BEAM_BUDGET", 3600}});   // a busy machine mustn't cut the search short
+  int64_t timed = SearchStats::candidates_timed;
+  auto best = beam_search(k, rawbufs, 2, true, true);
+  EXPECT_GT(SearchStats::candidates_timed, timed);
+  EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
+  // 0.9.2's start (the unoptimized kernel only) still works, its candidates compiled in batches of 3 and one by one
+  auto small = small_beam();
+  Context off({{"BEAM_HAND_CODED", 0}});
   for (int64_t batch : {3, 1}) {
-    Context b({{"BEAM_BATCH", batch}, {"BEAM_BUDGET", 3600}});   // a busy machine mustn't cut the search short
-    const int64_t timed = SearchStats::candidates_timed, failures = SearchStats::compile_failures;
-    auto best = beam_search(k, rawbufs, 2, true, true);
-    EXPECT_GT(SearchStats::candidates_timed, timed);
+    Context b({{"BEAM_BATCH", batch}});
+    timed = SearchStats::candidates_timed;
+    const int64_t failures = SearchStats::compile_failures;
+    best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_GT(SearchStats::candidates_timed, timed + 3);
     EXPECT_EQ(SearchStats::compile_failures, failures);
     EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
   }
-  // 0.9.2's start (the unoptimized kernel only) still works
-  Context off({{"BEAM_HAND_CODED", 0}});
-  auto best = beam_search(k, rawbufs, 2, true, true);
-  EXPECT_EQ(run(*best), run_noopt(ast)) << opts_to_string(best->applied_opts);
+}
+
+// A fake clock for the search (SearchHooks::fake_time), reset when the test ends: the hand-coded kernel takes 1 ms,
+// the first other kernel timed ("lucky") takes `lucky_search` in the search's runs and `lucky_full` at full size,
+// every other kernel 3 ms.
+struct FakeClock {
+  std::vector<Opt> hand_coded;
+  std::string lucky;
+  std::string hc() const { return opts_to_string(hand_coded); }
+  FakeClock(const UOp& ast, double lucky_search, double lucky_full) {
+    Kernel hc(ast, cpu());
+    hc.hand_coded_optimizations();
+    hand_coded = hc.applied_opts;
+    SearchHooks::fake_time = [this, lucky_search, lucky_full](const Kernel& k, bool full_size) {
+      const std::string opts = opts_to_string(k.applied_opts);
+      if (k.applied_opts == hand_coded) return 1e-3;
+      if (lucky.empty()) lucky = opts;
+      if (opts == lucky) return full_size ? lucky_full : lucky_search;
+      return 3e-3;
+    };
+  }
+  ~FakeClock() { SearchHooks::fake_time = nullptr; }
+};
+
+// The search times candidates with a few runs on a slice: on a shared machine one can time fast by noise. The
+// final compare times the hand-coded kernel and the search's best few again at full size and keeps the hand-coded
+// one unless a challenger is really faster; the disk cache and realize get the decided kernel.
+TEST(Search, FinalCompareKeepsTheHandCodedKernelAgainstALuckyCandidate) {
+  TempCache cache;
+  auto beam_ctx = hand_coded_beam();
+  Context budget({{"BEAM_BUDGET", 3600}});   // the fake clock decides, not how busy the machine is
+  const UOp ast = matmul_ast(32, 64, 32);
+  Kernel k(ast, cpu());
+  auto rawbufs = bufs_from_lin(k);
+  FakeClock clock(ast, 0.5e-3, 2e-3);
+  ASSERT_FALSE(clock.hand_coded.empty());
+  {
+    // the search alone (no final compare, as before) is fooled by the lucky run
+    Context off({{"BEAM_FINAL_ROUNDS", 0}});
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    ASSERT_FALSE(clock.lucky.empty());
+    EXPECT_EQ(opts_to_string(best->applied_opts), clock.lucky);
+  }
+  const int64_t compares = SearchStats::final_compares, upsets = SearchStats::final_upsets;
+  auto best = beam_search(k, rawbufs, 2);   // searches (nothing cached yet) and caches the decision
+  EXPECT_EQ(opts_to_string(best->applied_opts), clock.hc());
+  EXPECT_EQ(SearchStats::final_compares, compares + 1);
+  EXPECT_EQ(SearchStats::final_upsets, upsets);
+  // the disk cache holds the decided kernel: a clock under which the lucky kernel wins everywhere changes nothing
+  FakeClock always_lucky(ast, 0.1e-3, 0.1e-3);
+  const int64_t hits = SearchStats::cache_hits, timed = SearchStats::candidates_timed;
+  EXPECT_EQ(opts_to_string(beam_search(k, rawbufs, 2)->applied_opts), clock.hc());
+  Context beam2({{"BEAM", 2}});
+  EXPECT_EQ(opts_to_string(get_kernel(cpu(), ast)->applied_opts), clock.hc()) << "realize runs the cached decision";
+  EXPECT_EQ(SearchStats::cache_hits, hits + 2);
+  EXPECT_EQ(SearchStats::candidates_timed, timed);
+}
+
+// A challenger that is faster at full size too wins; one only 1% faster doesn't (BEAM_FINAL_MARGIN, 3%).
+TEST(Search, FinalCompareTakesAReallyFasterCandidate) {
+  auto beam_ctx = hand_coded_beam();
+  Context budget({{"BEAM_BUDGET", 3600}});
+  const UOp ast = matmul_ast(32, 64, 32);
+  Kernel k(ast, cpu());
+  auto rawbufs = bufs_from_lin(k);
+  {
+    FakeClock clock(ast, 0.5e-3, 0.5e-3);
+    const int64_t upsets = SearchStats::final_upsets;
+    auto best = beam_search(k, rawbufs, 2, true, true);
+    EXPECT_EQ(opts_to_string(best->applied_opts), clock.lucky);
+    EXPECT_EQ(SearchStats::final_upsets, upsets + 1);
+    EXPECT_EQ(run(*best), run_noopt(ast));
+  }
+  FakeClock clock(ast, 0.5e-3, 0.99e-3);
+  EXPECT_EQ(opts_to_string(beam_search(k, rawbufs, 2, true, true)->applied_opts), clock.hc());
 }
 
 TEST(Search, BufsFromLinFillsAnUnusedIndex) {

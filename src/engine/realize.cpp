@@ -223,7 +223,8 @@ std::unique_ptr<Kernel> get_kernel(const Renderer& renderer, const UOp& ast) {
     kb.required_optimizations();
     auto rawbufs = bufs_from_lin(kb, false);   // allocated only when the search runs (not on a cache hit)
     auto kbeam = beam_search(kb, rawbufs, static_cast<int>(beam), getenv("BEAM_ESTIMATE", 1) != 0);
-    // the search starts from the timed hand-coded kernel (BEAM_HAND_CODED): the comparison is then optional
+    // with BEAM_HAND_CODED the search's final compare already timed the hand-coded kernel against its best at full
+    // size (engine/search.hpp) and returned the faster: this comparison is then optional
     if (getenv("BEAM_COMPARE", getenv("BEAM_HAND_CODED", 1) ? 0 : 1)) {
       // the search's pick against the hand-coded one, timed in full with cold caches
       const double tb = time_linearizer(*kbeam, rawbufs, false, 0, 3, true), th = time_linearizer(*k, rawbufs, false, 0, 3, true);

@@ -116,28 +116,66 @@ void clear_caches(const std::string& device) {
   SearchStats::gpu_l2_flushes++;
 }
 
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// one timed run: wall seconds, and the CPU seconds of the whole process over it (the CPU's kernels run on a pool)
+struct RunTime {
+  double wall, cpu;
+};
+
+// A compiled program ready to run on rawbufs: at full size (max_global_size none), or on a test slice with the
+// factor that scales its times back up.
+class Launcher {
+ public:
+  Launcher(const Kernel& k, const RenderedProgram& p, const std::string& lib, const std::vector<std::shared_ptr<Buffer>>& rawbufs,
+           std::optional<int64_t> max_global_size)
+      : k_(k), device_(p.device), vals_(var_vals_for(k, p)), full_size_(!max_global_size) {
+    std::unordered_map<std::string, int64_t> var_vals;
+    for (size_t i = 0; i < p.vars.size(); i++) var_vals[p.vars[i]] = vals_[i];
+    auto [full_gs, ls] = p.launch_dims(var_vals);
+    if (!max_global_size) gs_ = full_gs;
+    else if (!k.opts->has_local) std::tie(gs_, factor_) = cpu_test_size(full_gs, p.op_estimate);
+    else std::tie(gs_, factor_) = test_global_size(full_gs, *max_global_size);
+    ls_ = ls.empty() ? std::vector<int64_t>{1, 1, 1} : ls;
+    if (SearchHooks::fake_time) return;
+    prg_ = get_device(p.device).runtime(p.function_name, lib);
+    for (int i = 0; i < p.n_bufs; i++) ptrs_.push_back(rawbufs.at(i)->ptr());
+  }
+
+  RunTime run(bool clear_l2) {
+    if (SearchHooks::fake_time) {
+      const double t = SearchHooks::fake_time(k_, full_size_);
+      return {t, t};
+    }
+    if (clear_l2) clear_caches(device_);
+    const double c0 = process_cpu_seconds(), wall = (*prg_)(ptrs_, gs_, ls_, vals_, true);
+    const double f = static_cast<double>(factor_);
+    return {wall * f, (process_cpu_seconds() - c0) * f};
+  }
+
+ private:
+  const Kernel& k_;
+  std::string device_;
+  std::vector<int> vals_;
+  bool full_size_;
+  std::vector<int64_t> gs_, ls_;
+  int64_t factor_ = 1;
+  std::unique_ptr<RuntimeProgram> prg_;
+  std::vector<void*> ptrs_;
+};
+
 // Run times (seconds) of a compiled candidate; stops early once the best run is slower than early_stop.
 std::vector<double> time_program(const Kernel& k, const RenderedProgram& p, const std::string& lib,
                                  const std::vector<std::shared_ptr<Buffer>>& rawbufs, double early_stop,
                                  std::optional<int64_t> max_global_size, bool clear_l2, int cnt) {
-  std::vector<int64_t> gs;
-  int64_t factor = 1;
-  const std::vector<int> vals = var_vals_for(k, p);
-  std::unordered_map<std::string, int64_t> var_vals;
-  for (size_t i = 0; i < p.vars.size(); i++) var_vals[p.vars[i]] = vals[i];
-  auto [full_gs, ls] = p.launch_dims(var_vals);
-  if (!max_global_size) gs = full_gs;
-  else if (!k.opts->has_local) std::tie(gs, factor) = cpu_test_size(full_gs, p.op_estimate);
-  else std::tie(gs, factor) = test_global_size(full_gs, *max_global_size);
-  if (ls.empty()) ls = {1, 1, 1};
-  Compiled& dev = get_device(p.device);
-  std::unique_ptr<RuntimeProgram> prg = dev.runtime(p.function_name, lib);
-  std::vector<void*> ptrs;
-  for (int i = 0; i < p.n_bufs; i++) ptrs.push_back(rawbufs.at(i)->ptr());
+  Launcher l(k, p, lib, rawbufs, max_global_size);
   std::vector<double> tms;
   for (int i = 0; i < cnt; i++) {
-    if (clear_l2) clear_caches(p.device);
-    tms.push_back((*prg)(ptrs, gs, ls, vals, true) * static_cast<double>(factor));
+    tms.push_back(l.run(clear_l2).wall);
     if (*std::min_element(tms.begin(), tms.end()) > early_stop) break;
   }
   return tms;
@@ -146,7 +184,7 @@ std::vector<double> time_program(const Kernel& k, const RenderedProgram& p, cons
 struct Candidate {
   size_t idx;              // into the acted kernels
   RenderedProgram p;
-  std::string lib;
+  std::shared_ptr<const std::string> lib;
   double compile_s = 0;
   bool ok = false;
 };
@@ -168,7 +206,7 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
       if (uops_max > 0 && static_cast<int64_t>(lins[i]->uops.size()) >= uops_max) continue;
       if (!seen_srcs.insert(p.src).second) continue;
       if (c_source) p = lins[i]->to_program("test" + std::to_string(cands.size()));   // unique within a batch
-      cands.push_back({i, std::move(p)});
+      cands.push_back({i, std::move(p), nullptr});
     } catch (const std::exception& e) {
       SearchStats::compile_failures++;
       if (getenv("BEAM_STRICT_MODE")) throw;
@@ -178,14 +216,16 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
   const int n_threads = static_cast<int>(std::clamp<int64_t>(getenv("PARALLEL", std::thread::hardware_concurrency()), 1, 32));
   // batches of candidates [lo, hi): enough of them to keep every thread busy
   const size_t batch = c_source ? static_cast<size_t>(std::max<int64_t>(1, getenv("BEAM_BATCH", 16))) : 1;
-  const size_t n_batches = std::max((cands.size() + batch - 1) / batch, std::min<size_t>(cands.size(), n_threads));
+  // at least two batches a thread: past the first ones, the longest compile so far tells whether another one
+  // ends before the deadline (a step's one batch a thread ran 2 s past it on a busy machine)
+  const size_t n_batches = std::max((cands.size() + batch - 1) / batch, std::min<size_t>(cands.size(), 2 * n_threads));
   std::vector<std::pair<size_t, size_t>> batches;
   for (size_t b = 0; b < n_batches; b++) batches.emplace_back(cands.size() * b / n_batches, cands.size() * (b + 1) / n_batches);
   const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
   auto compile_one = [&](Candidate& c) {
     auto t0 = clk::now();
     try {
-      c.lib = compiler.compile(c.p.src);
+      c.lib = std::make_shared<const std::string>(compiler.compile(c.p.src));
       c.compile_s = secs_since(t0);
       c.ok = c.compile_s <= timeout;
     } catch (const std::exception& e) {
@@ -206,7 +246,7 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
       std::string src;
       for (size_t i = lo; i < hi; i++) src += cands[i].p.src + "\n";
       try {
-        const std::string lib = compiler.compile(src);
+        auto lib = std::make_shared<const std::string>(compiler.compile(src));
         const int64_t us = static_cast<int64_t>(secs_since(t0) * 1e6);
         for (int64_t cur = longest_us.load(); us > cur && !longest_us.compare_exchange_weak(cur, us);) {}
         const double per = secs_since(t0) / static_cast<double>(hi - lo);
@@ -226,12 +266,95 @@ std::vector<Candidate> compile_candidates(std::vector<std::unique_ptr<Kernel>>& 
   return cands;
 }
 
+// (results decided by the final compare don't share entries with the search's unchecked picks of older builds)
 std::string search_key(const Kernel& k, int amt, bool allow_test_size) {
   return "ast=" + k.ast.str() + "\namt=" + std::to_string(amt) + "\nallow_test_size=" + std::to_string(allow_test_size) +
-         "\ndevice=" + k.opts->device + (getenv("BEAM_HAND_CODED", 1) ? "\nstart=hand_coded" : "");
+         "\ndevice=" + k.opts->device + (getenv("BEAM_HAND_CODED", 1) ? "\nstart=hand_coded" : "") +
+         (getenv("BEAM_FINAL_ROUNDS", 5) > 0 ? "\ndecided=final_compare" : "");
 }
 
 const char* kOptNames[] = {"TC", "UPCAST", "UPCASTMID", "UNROLL", "LOCAL", "GROUP", "GROUPTOP", "NOLOCALS", "PADTO", "SWAP"};
+
+// the product of k's upcast (and unrolled) axes, and of its local (and grouped) axes
+std::pair<int64_t, int64_t> upcast_and_local(const Kernel& k) {
+  int64_t up = 1, lcl = 1;
+  const auto colors = k.colors();
+  for (size_t j = 0; j < colors.size(); j++) {
+    if (colors[j] == "magenta" || colors[j] == "yellow") up *= k.full_shape()[j];
+    else if (colors[j] == "cyan" || colors[j] == "green" || colors[j] == "white") lcl *= k.full_shape()[j];
+  }
+  return {up, lcl};
+}
+
+// a compiled kernel of the search, kept to time it again in the final compare
+struct Built {
+  RenderedProgram p;
+  std::shared_ptr<const std::string> lib;
+};
+
+struct Timed {
+  std::unique_ptr<Kernel> k;
+  double tm;                           // the search's time (the best of a few runs, maybe on a slice)
+  std::shared_ptr<const Built> built;  // none for the unoptimized start, which is never timed
+};
+
+Timed copy_timed(const Timed& t) { return {copy_kernel(*t.k), t.tm, t.built}; }
+
+// the hand-coded kernel, compiled and timed like a candidate (its source marked seen); none if it adds no opts
+std::optional<Timed> time_hand_coded(const Kernel& lin, const std::vector<std::shared_ptr<Buffer>>& rawbufs, Compiler& compiler,
+                                     std::unordered_set<std::string>& seen_srcs, std::optional<int64_t> test_size, bool clear_l2) {
+  auto hc = copy_kernel(lin);
+  hc->hand_coded_optimizations();
+  if (hc->applied_opts.size() <= lin.applied_opts.size()) return std::nullopt;
+  RenderedProgram p = hc->to_program(std::string("test"));
+  seen_srcs.insert(p.src);
+  auto built = std::make_shared<const Built>(Built{p, std::make_shared<const std::string>(compiler.compile(p.src))});
+  std::vector<double> tms = time_program(*hc, p, *built->lib, rawbufs, static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10)), test_size, clear_l2, 3);
+  return Timed{std::move(hc), *std::min_element(tms.begin(), tms.end()), built};
+}
+
+// The final compare (search.hpp's header tells why): fin[0] is the incumbent (the hand-coded kernel, else the
+// search's best), the rest challenge it. Each runs at full size once untimed, then BEAM_FINAL_ROUNDS rounds
+// interleaved; past the deadline no round starts after the second. Returns the winner's index; its tm becomes
+// its best full-size run.
+size_t final_compare(std::vector<Timed*>& fin, const std::vector<std::shared_ptr<Buffer>>& rawbufs, bool clear_l2, clk::time_point deadline) {
+  const int64_t rounds = std::max<int64_t>(1, getenv("BEAM_FINAL_ROUNDS", 5));
+  const double keep = 1 - std::stod(getenv_str("BEAM_FINAL_MARGIN", "0.03"));
+  const bool cpu_time = !fin[0]->k->opts->has_local;   // a GPU's host time says nothing about the kernel
+  std::vector<Launcher> ls;
+  for (Timed* f : fin) ls.emplace_back(*f->k, f->built->p, *f->built->lib, rawbufs, std::nullopt);
+  for (Launcher& l : ls) l.run(clear_l2);   // warm-up: first touches of the output, the pool's threads
+  std::vector<std::vector<double>> wall(fin.size()), cpu(fin.size());
+  std::vector<bool> alive(fin.size(), true);
+  for (int64_t r = 0; r < rounds && (r < 2 || clk::now() < deadline); r++)
+    for (size_t i = 0; i < fin.size(); i++) {
+      if (!alive[i]) continue;
+      const RunTime t = ls[i].run(clear_l2);
+      wall[i].push_back(t.wall), cpu[i].push_back(t.cpu);
+      alive[i] = i == 0 || t.wall < 2 * wall[0].back();   // twice slower than the incumbent: out
+    }
+  auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+  auto rounds_won = [&](size_t i) {   // rounds in which challenger i ran faster than the incumbent
+    size_t n = 0;
+    for (size_t r = 0; r < wall[i].size(); r++) n += wall[i][r] < wall[0][r];
+    return n;
+  };
+  // a winner is faster by the margin in its best run (and CPU time), and in at least 3/4 of the rounds
+  size_t win = 0;
+  for (size_t i = 1; i < fin.size(); i++)
+    if (alive[i] && best(wall[i]) < keep * best(wall[0]) && 4 * rounds_won(i) >= 3 * wall[0].size() &&
+        (!cpu_time || best(cpu[i]) < keep * best(cpu[0])) && best(wall[i]) < best(wall[win]))
+      win = i;
+  if (debug() >= 2 || getenv("BEAM_DEBUG"))
+    for (size_t i = 0; i < fin.size(); i++)
+      std::printf("BEAM final %s %zu runs: best %10.2f us, best cpu %10.2f us, rounds won %zu, search %10.2f us %s %s\n",
+                  i == 0 ? "incumbent " : "challenger", wall[i].size(), best(wall[i]) * 1e6, best(cpu[i]) * 1e6, i ? rounds_won(i) : 0,
+                  fin[i]->tm * 1e6, i == win ? "WIN " : "    ", opts_to_string(fin[i]->k->applied_opts).c_str());
+  SearchStats::final_compares++;
+  SearchStats::final_upsets += win != 0;
+  fin[win]->tm = best(wall[win]);
+  return win;
+}
 
 }  // namespace
 
@@ -271,7 +394,9 @@ std::vector<std::shared_ptr<Buffer>> bufs_from_lin(const Kernel& k, bool allocat
 std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool include_0) {
   std::map<int, std::unique_ptr<Kernel>> acted;
   if (include_0) acted[0] = copy_kernel(k);
-  const int64_t max_up = getenv("BEAM_UPCAST_MAX", 256), max_lcl = getenv("BEAM_LOCAL_MAX", 1024);
+  // a kernel past the limits (a CPU conv's hand-coded register tile upcasts 320) may still be reordered
+  const auto [up0, lcl0] = upcast_and_local(k);
+  const int64_t max_up = std::max(getenv("BEAM_UPCAST_MAX", 256), up0), max_lcl = std::max(getenv("BEAM_LOCAL_MAX", 1024), lcl0);
   const auto& actions = beam_actions();
   for (size_t i = 0; i < actions.size(); i++) {
     const Opt& a = actions[i];
@@ -289,13 +414,7 @@ std::map<int, std::unique_ptr<Kernel>> get_kernel_actions(const Kernel& k, bool 
     } catch (const KernelOptError&) {
       continue;
     }
-    int64_t up = 1, lcl = 1;
-    const auto colors = k2->colors();
-    for (size_t j = 0; j < colors.size(); j++) {
-      if (colors[j] == "magenta" || colors[j] == "yellow") up *= k2->full_shape()[j];
-      else if (colors[j] == "cyan" || colors[j] == "green" || colors[j] == "white") lcl *= k2->full_shape()[j];
-    }
-    if (up > max_up || lcl > max_lcl) continue;
+    if (const auto [up, lcl] = upcast_and_local(*k2); up > max_up || lcl > max_lcl) continue;
     acted[static_cast<int>(i) + 1] = std::move(k2);
   }
   return acted;
@@ -320,14 +439,11 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   }
   SearchStats::searches++;
 
-  struct Timed {
-    std::unique_ptr<Kernel> k;
-    double tm;
-  };
-  std::vector<Timed> beam;
+  std::vector<Timed> beam, shortlist;   // shortlist: the best few candidates of every step, for the final compare
+  std::optional<Timed> hand_coded;
   std::unordered_set<std::string> seen_srcs;
   const double min_progress = std::stod(getenv_str("BEAM_MIN_PROGRESS", "0.01")) / 1e6;   // in us
-  const int64_t beam_debug = getenv("BEAM_DEBUG");
+  const int64_t beam_debug = getenv("BEAM_DEBUG"), n_finalists = getenv("BEAM_FINALISTS", 2);
   const bool clear_l2 = lin.opts->has_local;   // a GPU's candidates each start from a cold L2 (see clear_caches)
   if (beam_debug) std::cout << "BEAM_SEARCH:\n" << lin.ast.str() << "\n";
   if (debug() >= 2) std::cout << "   0.00s:                 from   1 ->   1 actions " << lin.colored_shape() << std::endl;
@@ -338,29 +454,26 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   const auto st = clk::now();
   const double timeout = static_cast<double>(getenv("BEAM_TIMEOUT_SEC", 10));
   const std::optional<int64_t> test_size = allow_test_size ? std::optional<int64_t>(65536) : std::nullopt;
-  // BEAM_BUDGET (seconds; default 8 on the CPU, leaving realize's BEAM_COMPARE timing within 10 s; none elsewhere): past it no more candidates are
-  // compiled or timed and the best kernel so far is returned
+  // BEAM_BUDGET (seconds; default 8 on the CPU, none elsewhere) ends the whole search: its last BEAM_FINAL_SEC (at most
+  // a quarter of it) are the final compare's. Past the search's deadline no more candidates are compiled or timed.
   const double budget = std::stod(getenv_str("BEAM_BUDGET", lin.opts->has_local ? "0" : "8"));
-  const auto deadline = budget > 0 ? st + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(budget)) : clk::time_point::max();
-  // the hand-coded kernel starts in the beam, timed like every candidate: the search returns it unless
-  // something beats it, and its neighbours are the first step's candidates (BEAM_HAND_CODED=0: 0.9.2's start)
+  const double final_sec = std::min(std::stod(getenv_str("BEAM_FINAL_SEC", "0.75")), budget / 4);
+  auto at = [&](double sec) { return budget > 0 ? st + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(sec)) : clk::time_point::max(); };
+  const auto deadline = at(budget - final_sec), final_deadline = at(budget);
+  // the hand-coded kernel starts in the beam, timed like every candidate, and is the final compare's incumbent:
+  // its neighbours are the first step's candidates (BEAM_HAND_CODED=0: 0.9.2's start). On the CPU it starts
+  // alone: the unoptimized kernel's neighbours are scalar kernels tens of times slower, whose single timed runs
+  // (4 s each for a 1024^3 matmul's on a busy machine) can't be cut short and ran the search 2.5 s past its budget
   if (getenv("BEAM_HAND_CODED", 1)) {
     try {
-      auto hc = copy_kernel(lin);
-      hc->hand_coded_optimizations();
-      if (hc->applied_opts.size() > lin.applied_opts.size()) {
-        RenderedProgram p = hc->to_program(std::string("test"));
-        seen_srcs.insert(p.src);
-        const std::string lib = compiler.compile(p.src);
-        std::vector<double> tms = time_program(*hc, p, lib, rawbufs, timeout, test_size, clear_l2, 3);
-        beam.push_back({std::move(hc), *std::min_element(tms.begin(), tms.end())});
-        if (debug() >= 2) std::printf("%7.2fs: %12.2f us hand-coded %s\n", secs_since(st), beam[0].tm * 1e6, beam[0].k->colored_shape().c_str());
-      }
+      hand_coded = time_hand_coded(lin, rawbufs, compiler, seen_srcs, test_size, clear_l2);
+      if (hand_coded) beam.push_back(copy_timed(*hand_coded));
+      if (hand_coded && debug() >= 2) std::printf("%7.2fs: %12.2f us hand-coded %s\n", secs_since(st), beam[0].tm * 1e6, beam[0].k->colored_shape().c_str());
     } catch (const std::exception& e) {
       if (debug() >= 2) std::cout << "BEAM: the hand-coded kernel failed: " << e.what() << "\n";
     }
   }
-  beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity()});
+  if (!hand_coded || lin.opts->has_local) beam.push_back({copy_kernel(lin), std::numeric_limits<double>::infinity(), nullptr});
   for (bool exiting = false; !exiting;) {
     std::vector<std::unique_ptr<Kernel>> acted;
     for (const Timed& b : beam)
@@ -380,19 +493,22 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       for (const Timed& t : timed) best = std::min(best, t.tm);
       const double early_stop = std::min(best * 3, timeout);   // BEAM_TIMEOUT_SEC caps a candidate's runs too
       try {
-        tms = time_program(*acted[c.idx], c.p, c.lib, rawbufs, early_stop, test_size, clear_l2, 3);
+        tms = time_program(*acted[c.idx], c.p, *c.lib, rawbufs, early_stop, test_size, clear_l2, 3);
       } catch (const Error& e) {
         if (debug() >= 4) std::cout << "BEAM: candidate failed to run: " << e.what() << "\n";
         continue;
       }
       SearchStats::candidates_timed++;
-      timed.push_back({std::move(acted[c.idx]), *std::min_element(tms.begin(), tms.end())});
+      timed.push_back({std::move(acted[c.idx]), *std::min_element(tms.begin(), tms.end()), std::make_shared<const Built>(Built{c.p, c.lib})});
       if (beam_debug > 1)
         std::printf("%7.2fs: %5zu %5zu uops %12.2f us compile/%12.2f us run       %4zu/%4zu         %s\n", secs_since(st), c.idx,
                     timed.back().k->uops.size(), c.compile_s * 1e6, timed.back().tm * 1e6, timed.size(), acted.size(),
                     timed.back().k->colored_shape().c_str());
     }
     std::sort(timed.begin(), timed.end(), [](const Timed& a, const Timed& b) { return a.tm < b.tm; });
+    for (size_t i = 0; i < timed.size() && static_cast<int64_t>(i) < n_finalists; i++) shortlist.push_back(copy_timed(timed[i]));
+    std::stable_sort(shortlist.begin(), shortlist.end(), [](const Timed& a, const Timed& b) { return a.tm < b.tm; });
+    if (static_cast<int64_t>(shortlist.size()) > n_finalists) shortlist.resize(std::max<int64_t>(n_finalists, 0));
     exiting = timed.empty() || timed[0].tm < min_progress || beam[0].tm - timed[0].tm < min_progress || clk::now() > deadline;
     if (!exiting) {
       if (static_cast<int>(timed.size()) > amt) timed.resize(amt);
@@ -405,9 +521,16 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
       std::printf("%7.2fs: %12.2f us from %3zu -> %3zu actions %s\n", secs_since(st), beam[0].tm * 1e6, acted.size(), cands.size(),
                   beam[0].k->colored_shape().c_str());
   }
-  if (use_cache) diskcache_put("beam_search", key, opts_to_string(beam[0].k->applied_opts));
-  if (beam_debug) std::printf("BEAM_SEARCH: final tm=%0.2f us, applied_opts=%s\n", beam[0].tm * 1e6, opts_to_string(beam[0].k->applied_opts).c_str());
-  return copy_kernel(*beam[0].k);
+  // the decision: the search's pick (beam[0]) unless the final compare runs; the incumbent is the hand-coded
+  // kernel, else the search's best (shortlist[0] is beam[0] then, unless nothing was timed)
+  Timed* pick = &beam[0];
+  std::vector<Timed*> fin;
+  if (hand_coded) fin.push_back(&*hand_coded);
+  for (Timed& t : shortlist) fin.push_back(&t);
+  if (getenv("BEAM_FINAL_ROUNDS", 5) > 0 && fin.size() >= 2) pick = fin[final_compare(fin, rawbufs, clear_l2, final_deadline)];
+  if (use_cache) diskcache_put("beam_search", key, opts_to_string(pick->k->applied_opts));
+  if (beam_debug) std::printf("BEAM_SEARCH: final tm=%0.2f us, applied_opts=%s\n", pick->tm * 1e6, opts_to_string(pick->k->applied_opts).c_str());
+  return copy_kernel(*pick->k);
 }
 
 double time_linearizer(Kernel& k, const std::vector<std::shared_ptr<Buffer>>& rawbufs, bool allow_test_size, int64_t max_global_size,
