@@ -36,6 +36,11 @@ struct TmaSpec {
   std::string fname;
   int consumers = 1, bs = 128, stages = 6, ep_cols = 128;
   bool r_kmajor = false, s_is_b = false, r_fast = false;   // R K-major; S is B; the output contiguous along R
+  // the k tile's four k16 steps, 2 consumers (1 consumer: always rolled): rolled, ONE wgmma in a loop with both
+  // operands by descriptor, as the 1-consumer kernel; else R's fragments by four ldmatrix and four wgmma. ptxas' time
+  // grows with each wgmma in the text (~80 M instructions for one with 128 accumulators): rolled, the 128x256
+  // kernel's ptxas -O1 executes 418 M instructions, unrolled 634 M (tc_notes.md, session 14)
+  bool rolled = true;
   std::string in;                                          // wgmma input type: "f16" or "bf16"
   std::vector<long long> launch;                           // the tg_launch words
   int n_bufs = 0, out_buf = 0, out_bytes = 2;              // buffers; the output's index and element size
