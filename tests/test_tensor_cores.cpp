@@ -709,11 +709,12 @@ int ptxas_registers(const std::string& rep) {
 // The TMA kernel rendered directly as PTX (codegen/tc_gemm_ptx.cpp: no NVRTC front end or NVVM, ptxas only) for
 // both tile configs, both layouts of R, batched + bias + relu, bf16 and fp32 out: ptxas accepts it, the wgmma stay
 // asynchronous, no spills, and ptxas gives it as many registers as NVRTC's build of the C kernel. The k tile's four
-// k16 steps are ONE wgmma in a rolled loop, both operands by descriptor, for both configs (TC_PTX_ROLLED=0: the
-// 128x256 kernel's four wgmma after four ldmatrix, the C kernel's form): ptxas' time grows with each wgmma in the
-// text, so rolled the 128x256 kernel's compile executes ~38% fewer instructions (tc_notes.md, session 14); its first
-// k16 step of a tile overwrites the accumulators (wgmma's scale-d predicate) instead of 128 movs of zero. Fails on
-// the old code (the 128x256 kernel had four wgmma and zeroed its accumulators).
+// k16 steps are ONE wgmma in a rolled loop, both operands by descriptor, for both configs (TC_PTX_KSTEPS=0: the
+// 128x256 kernel's four wgmma after four ldmatrix, the C kernel's form; 2 and 4: that many wgmma by descriptors a
+// loop iteration): ptxas' time grows with each wgmma in the text, so rolled the 128x256 kernel's compile executes
+// ~38% fewer instructions (tc_notes.md, session 14); its first k16 step of a tile overwrites the accumulators (wgmma's
+// scale-d predicate) instead of 128 movs of zero. Fails on the old code (the 128x256 kernel had four wgmma and zeroed
+// its accumulators).
 TEST(TCGemm, PtxasTmaKernelAsPtx) {
   static const CUDARenderer sm90r("sm_90");
   struct Case { const char* what; UOp ast; bool two; bool r_kmajor; };
@@ -725,24 +726,24 @@ TEST(TCGemm, PtxasTmaKernelAsPtx) {
       {"batched + bias + relu", last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu()), false, false},
       {"bf16 in, fp32 out", gemm_ast(256, 512, 128, dtypes::bfloat16, dtypes::float32, dtypes::float32), false, false},
   };
-  for (int rolled : {1, 0})
+  for (int steps : {1, 0, 2, 4})
   for (const Case& c : cases) {
-    if (!rolled && !c.two) continue;   // the 64x128 kernel is rolled either way
-    SCOPED_TRACE(rolled ? "rolled" : "TC_PTX_ROLLED=0");
-    Context ctx({{"TC_PTX_ROLLED", rolled}});
+    if (steps != 1 && !c.two) continue;   // the 64x128 kernel takes 1 either way
+    SCOPED_TRACE("TC_PTX_KSTEPS=" + std::to_string(steps));
+    Context ctx({{"TC_PTX_KSTEPS", steps}});
     const RenderedProgram p = template_program(c.ast, sm90r);
     ASSERT_TRUE(is_ptx(p)) << c.what << "\n" << p.src.substr(0, 2000);
-    const bool unrolled = c.two && !rolled;
+    const bool unrolled = c.two && steps == 0;
     EXPECT_EQ(p.local_size[0], c.two ? 384 : 256) << c.what;
     EXPECT_GE(count(p.src, "cp.async.bulk.tensor."), 2u) << c.what;
-    EXPECT_EQ(count(p.src, "wgmma.mma_async.sync.aligned.m64n"), unrolled ? 4u : 1u) << c.what;
+    EXPECT_EQ(count(p.src, "wgmma.mma_async.sync.aligned.m64n"), c.two && steps != 1 ? (unrolled ? 4u : size_t(steps)) : 1u) << c.what;
     EXPECT_EQ(count(p.src, "ldmatrix.sync.aligned.m8n8.x4"), unrolled ? 4u : 0u) << c.what;
     EXPECT_EQ(count(p.src, ".trans.shared.b16"), unrolled && !c.r_kmajor ? 4u : 0u) << c.what;
-    // rolled: R by descriptor, transposed (imm-trans-a) where it is M/N-major; the 128x256 kernel's scale-d a
-    // predicate (its first k16 step starts the accumulators), the others zero them (scale-d true)
+    // by descriptor: R transposed (imm-trans-a) where it is M/N-major; the 128x256 kernel's first k16 step of a
+    // tile starts the accumulators (scale-d a predicate), the others zero them (scale-d true)
     if (!unrolled) EXPECT_NE(p.src.find(std::string(", 1, 1, ") + (c.r_kmajor ? "0" : "1") + ", 0;"), std::string::npos) << c.what;
     const bool zeroes = !c.two || unrolled;
-    EXPECT_EQ(count(p.src, "%ptrue, 1, 1"), unrolled ? 4u : zeroes ? 1u : 0u) << c.what;
+    EXPECT_EQ(count(p.src, "%ptrue, 1, 1"), unrolled ? 4u : zeroes ? 1u : size_t(steps - 1)) << c.what;
     EXPECT_EQ(count(p.src, "mov.f32 %d"), zeroes ? (c.two ? 128u : 64u) : 0u) << c.what;
     EXPECT_EQ(count(p.src, "setmaxnreg"), c.two ? 2u : 0u) << c.what;
     EXPECT_EQ(count(p.src, "shfl.sync.idx"), 1u) << c.what;
@@ -1776,8 +1777,8 @@ TEST(TensorCoresGPU, DriverJitBackends) {
 
 // The TMA kernel as PTX (the default) and as CUDA C (TC_PTX=0, the fallback for epilogues the PTX doesn't cover)
 // against the CPU: odd M/N/K edges, batched, A or B transposed (R K-major or not), bias + relu, a residual add,
-// fp16/bf16 in with fp16/bf16/fp32 out, both tile configs (the 128x256 PTX kernel rolled, the default, and not:
-// TC_PTX_ROLLED=0); a sigmoid epilogue takes the C kernel in either setting.
+// fp16/bf16 in with fp16/bf16/fp32 out, both tile configs (the 128x256 PTX kernel in each TC_PTX_KSTEPS form); a
+// sigmoid epilogue takes the C kernel in either setting.
 TEST(TensorCoresGPU, TmaPtxAndCudaC) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
@@ -1793,8 +1794,11 @@ TEST(TensorCoresGPU, TmaPtxAndCudaC) {
     check_gemm(1, 256, 512, 256, dtypes::half, dtypes::half, false, false, false, 2e-2);
     check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);   // 128x256 tiles, R K-major
     check_gemm(1, 3000, 200, 2056, dtypes::half, std::nullopt, false, false, true, 5e-3);       // 128x256, ldmatrix.trans
-    if (as_ptx) {   // the 128x256 PTX kernel's unrolled k steps (R by ldmatrix), TC_PTX_ROLLED=0
-      Context unrolled({{"TC_PTX_ROLLED", 0}});
+    // the 128x256 PTX kernel's other k-step forms: R by ldmatrix (0), 2 or 4 wgmma by descriptors a loop iteration
+    for (int steps : {0, 2, 4}) {
+      if (!as_ptx) break;
+      SCOPED_TRACE("TC_PTX_KSTEPS=" + std::to_string(steps));
+      Context form({{"TC_PTX_KSTEPS", steps}});
       check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);
       check_gemm(1, 3000, 200, 2056, dtypes::half, std::nullopt, false, false, true, 5e-3);
     }

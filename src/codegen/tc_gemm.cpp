@@ -1166,13 +1166,14 @@ struct PtxEpilogue {
 std::string render_tma_ptx(const Plan& p, const TmaCfg& c, const std::string& fname, bool s_is_b, const TmaMap& mr, const TmaMap& ms, Args& args) {
   // the PTX kernel's tile and run index math takes powers of two (shifts): TC_TMA_CFG's bs of 192 takes CUDA C
   need(getenv("TC_PTX", 1) != 0 && (c.bs & (c.bs - 1)) == 0);
-  // the rolled 128x256 kernel's first wgmma starts the accumulators (no zeroing): with K = 0 none would run
+  // the 128x256 kernel's first wgmma by descriptors starts the accumulators (no zeroing): with K = 0 none would run
   need(p.K > 0);
   const std::vector<int>& r_axes = s_is_b ? p.m_axes : p.n_axes;
   ptx::TmaSpec sp;
   sp.fname = fname;
   sp.consumers = c.consumers, sp.bs = c.bs, sp.stages = c.stages, sp.ep_cols = c.ep_cols();
-  sp.rolled = getenv("TC_PTX_ROLLED", 1) != 0;
+  sp.steps = static_cast<int>(getenv("TC_PTX_KSTEPS", 1));
+  need(sp.steps == 0 || sp.steps == 1 || sp.steps == 2 || sp.steps == 4);
   sp.r_kmajor = (s_is_b ? p.a : p.b).k_major, sp.s_is_b = s_is_b, sp.r_fast = out_contiguous(p, r_axes);
   const ShapeTracker out = st_of(p.store->src[1]).simplify();
   need(out.views.size() == 1 && !out.views[0].mask && vec8(p, true, sp.r_fast ? r_axes : (s_is_b ? p.n_axes : p.m_axes)));

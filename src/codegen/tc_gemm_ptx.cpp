@@ -22,12 +22,13 @@ struct TmaKernel {
   Fn f;
   int64_t stage_r, stage_s;   // bytes of one ring slot of R and S
   int br() const { return 64 * s.consumers; }
-  bool rolled() const { return s.consumers == 1 || s.rolled; }
-  // whether a tile starts with movs of zero into the accumulators; the rolled 128x256 kernel's first k16 step
-  // overwrites them instead (wgmma's scale-d predicate false): the 128 movs cost its ptxas -O1 27 M of 418 M
+  // the wgmma of one iteration of the k tile's rolled loop, both operands by descriptor; 0: R by ldmatrix, unrolled
+  int steps() const { return s.consumers == 1 ? 1 : s.steps; }
+  // whether a tile starts with movs of zero into the accumulators; the 128x256 kernel by descriptors instead starts
+  // them with its first k16 step (wgmma's scale-d predicate false): the 128 movs cost its ptxas -O1 27 M of 418 M
   // instructions (registers and spills the same). Not the 64x128 kernel: -4% of its compile, but ptxas -O3 then gave
   // it 107-128 registers instead of 90. A K of 0 takes the CUDA C kernel (no wgmma would start the accumulators).
-  bool zeroes() const { return s.consumers == 1 || !s.rolled; }
+  bool zeroes() const { return s.consumers == 1 || s.steps == 0; }
 
   explicit TmaKernel(const TmaSpec& spec) : s(spec), stage_r(int64_t{64} * 64 * spec.consumers * 2), stage_s(int64_t{spec.bs} * 64 * 2) {}
 
@@ -154,21 +155,25 @@ struct TmaKernel {
     f("setp.lt.u32 " + p + ", " + i + ", " + S(n));
     f("@" + p + " bra " + l);
   }
-  // one k tile of a consumer warpgroup, slot st full, rolled or not (TmaSpec::rolled)
+  // one k tile of a consumer warpgroup, slot st full, in the form of TmaSpec::steps
   void k_tile(const std::string& st) {
     std::string sra = f.op("mad.lo.u32", "b32", st, S(stage_r) + ", %base");
     const std::string ssa = f.op("mad.lo.u32", "b32", st, S(stage_s) + ", %ss");
-    if (rolled()) {
-      // both operands by descriptor; this warpgroup's 64 R rows are 8192 bytes in from the slot (either layout)
+    if (const int u = steps()) {
+      TG_ASSERT(u == 1 || u == 2 || u == 4, "tc_gemm_ptx: " + S(u) + " wgmma per k16 loop iteration (1, 2 or 4)");
+      // this warpgroup's 64 R rows are 8192 bytes in from the slot (either layout)
       if (s.consumers > 1) sra = f.op("add.u32", "b32", sra, "%wgr");
       std::string acc;
       if (!zeroes()) f("setp.ne.u32 " + (acc = f.reg("pred")) + ", %kt, 0");
       f("wgmma.fence.sync.aligned");
-      rolled_loop(4, [&](const std::string& kk) {
-        const std::string da = desc(f.op("mad.lo.u32", "b32", kk, (s.r_kmajor ? "32, " : "2048, ") + sra), s.r_kmajor);
-        std::string scale_d = "%ptrue";
-        if (!zeroes()) f("setp.ne.or.u32 " + (scale_d = f.reg("pred")) + ", " + kk + ", 0, " + acc);
-        wgmma(da, desc(f.op("mad.lo.u32", "b32", kk, "32, " + ssa), true), true, scale_d);
+      rolled_loop(4 / u, [&](const std::string& i) {
+        for (int j = 0; j < u; j++) {
+          const std::string kk = u == 1 ? i : f.op("mad.lo.u32", "b32", i, S(u) + ", " + S(j));
+          const std::string da = desc(f.op("mad.lo.u32", "b32", kk, (s.r_kmajor ? "32, " : "2048, ") + sra), s.r_kmajor);
+          std::string scale_d = "%ptrue";   // false only for the tile's first k16 step where it starts the accumulators
+          if (!zeroes() && j == 0) f("setp.ne.or.u32 " + (scale_d = f.reg("pred")) + ", " + i + ", 0, " + acc);
+          wgmma(da, desc(f.op("mad.lo.u32", "b32", kk, "32, " + ssa), true), true, scale_d);
+        }
       });
       return;
     }
@@ -294,8 +299,8 @@ struct TmaKernel {
     const std::string sw = f.op("and.b32", "b32", f.op("shr.u32", "b32", "%lane", "3"), "3");
     f("mad.lo.u32 %epa0, " + f.op("xor.b32", "b32", "%lane", sw) + ", 16, %ep");
     f("mad.lo.u32 %epa1, " + f.op("xor.b32", "b32", "%lane", f.op("or.b32", "b32", sw, "4")) + ", 16, %ep");
-    if (s.consumers == 2 && rolled()) fixed("%wgr", "b32"), f("shl.b32 %wgr, " + f.op("shr.u32", "b32", "%cw", "2") + ", 13");
-    if (!rolled()) ldmatrix_offsets();
+    if (s.consumers == 2 && steps()) fixed("%wgr", "b32"), f("shl.b32 %wgr, " + f.op("shr.u32", "b32", "%cw", "2") + ", 13");
+    if (!steps()) ldmatrix_offsets();
     f("mov.u32 %it, 0");
     f("mov.u32 %tile, %ctaid.x");
     const std::string lt = f.label(), lk = f.label(), le = f.label();

@@ -36,11 +36,12 @@ struct TmaSpec {
   std::string fname;
   int consumers = 1, bs = 128, stages = 6, ep_cols = 128;
   bool r_kmajor = false, s_is_b = false, r_fast = false;   // R K-major; S is B; the output contiguous along R
-  // the k tile's four k16 steps, 2 consumers (1 consumer: always rolled): rolled, ONE wgmma in a loop with both
-  // operands by descriptor, as the 1-consumer kernel; else R's fragments by four ldmatrix and four wgmma. ptxas' time
-  // grows with each wgmma in the text (~80 M instructions for one with 128 accumulators): rolled, the 128x256
-  // kernel's ptxas -O1 executes 418 M instructions, unrolled 634 M (tc_notes.md, session 14)
-  bool rolled = true;
+  // the k tile's four k16 steps with 2 consumers (1 consumer: always 1): steps > 0 read both operands by
+  // descriptor, `steps` wgmma in a rolled loop of 4 / steps iterations (1: ONE wgmma, as the 64x128 kernel); 0: R's
+  // fragments by four ldmatrix and four wgmma (the C kernel's form). ptxas' time grows with each wgmma in the text
+  // (~80 M instructions for one with 128 accumulators): the 128x256 kernel's ptxas -O1 executes 391 M instructions
+  // with 1, 634 M with 0 (tc_notes.md, session 14). TC_PTX_KSTEPS sets it (a measurement knob).
+  int steps = 1;
   std::string in;                                          // wgmma input type: "f16" or "bf16"
   std::vector<long long> launch;                           // the tg_launch words
   int n_bufs = 0, out_buf = 0, out_bytes = 2;              // buffers; the output's index and element size
