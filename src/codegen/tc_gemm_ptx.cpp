@@ -251,16 +251,21 @@ struct TmaKernel {
     f("setp.ge.s32 " + pn + ", " + en0 + ", " + arg_reg(s.N));
     f("or.pred " + pm + ", " + pm + ", " + pn);
     f("@" + pm + " bra " + lnext);
+    // the run's first element's stage slot: j = ls / 8, l = (lr % 8) * 4 + (ls % 8) / 2, q = (lr / 8) * 2 + ls % 2, at
+    // byte (32 j + (l ^ sw)) * 16 + 4 q of the stage, sw = (l / 8) % 4 + (j % 2) * 4. The run's 8 elements step ls (or
+    // lr) from a multiple of 8, so only the XOR term and q's low bit move: element u is at
+    // a + ((x ^ k(u)) << 4) + o(u), with x = l ^ sw and a = 512 j + 4 q + ep of the first, and k(u) = u / 2, o(u) = 4 (u % 2)
+    // along ls; k(u) = 4 u ^ u / 2, o(u) = 0 along lr (the element code was ~6% of the 128x256 kernel's ptxas time)
+    const std::string j = f.op("shr.u32", "b32", ls0, "3");
+    const std::string l = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("and.b32", "b32", lr0, "7"), "2"), f.op("shr.u32", "b32", f.op("and.b32", "b32", ls0, "7"), "1"));
+    const std::string q = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("shr.u32", "b32", lr0, "3"), "1"), f.op("and.b32", "b32", ls0, "1"));
+    const std::string sw = f.op("or.b32", "b32", f.op("and.b32", "b32", f.op("shr.u32", "b32", l, "3"), "3"), f.op("shl.b32", "b32", f.op("and.b32", "b32", j, "1"), "2"));
+    const std::string xl = f.op("xor.b32", "b32", l, sw);
+    const std::string a = f.op("add.u32", "b32", f.op("shl.b32", "b32", j, "9"), f.op("mad.lo.u32", "b32", q, "4, %ep"));
     std::vector<std::string> vals;
     for (int u = 0; u < 8; u++) {
-      // the element's stage slot: j = ls / 8, l = (lr % 8) * 4 + (ls % 8) / 2, q = (lr / 8) * 2 + ls % 2
-      const std::string lr = s.r_fast && u ? f.op("add.u32", "b32", lr0, S(u)) : lr0, ls = !s.r_fast && u ? f.op("add.u32", "b32", ls0, S(u)) : ls0;
-      const std::string j = f.op("shr.u32", "b32", ls, "3");
-      const std::string l = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("and.b32", "b32", lr, "7"), "2"), f.op("shr.u32", "b32", f.op("and.b32", "b32", ls, "7"), "1"));
-      const std::string q = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("shr.u32", "b32", lr, "3"), "1"), f.op("and.b32", "b32", ls, "1"));
-      const std::string sw = f.op("or.b32", "b32", f.op("and.b32", "b32", f.op("shr.u32", "b32", l, "3"), "3"), f.op("shl.b32", "b32", f.op("and.b32", "b32", j, "1"), "2"));
-      const std::string sl = f.op("add.u32", "b32", f.op("shl.b32", "b32", j, "5"), f.op("xor.b32", "b32", l, sw));
-      const std::string addr = f.op("add.u32", "b32", f.op("shl.b32", "b32", sl, "4"), f.op("mad.lo.u32", "b32", q, "4, %ep"));
+      const int k = s.r_fast ? (4 * u) ^ (u / 2) : u / 2, o = s.r_fast ? 0 : 4 * (u % 2);
+      const std::string addr = f.op("add.u32", "b32", a, f.op("shl.b32", "b32", k ? f.op("xor.b32", "b32", xl, S(k)) : xl, "4")) + (o ? "+" + S(o) : "");
       const std::string acc = f.reg("f32");
       f("ld.shared.f32 " + acc + ", [" + addr + "]");
       const bool m_fast = s.r_fast == s.s_is_b;   // the run walks M
