@@ -28,6 +28,9 @@ struct TmaKernel {
   // them with its first k16 step (wgmma's scale-d predicate false): the 128 movs cost its ptxas -O1 27 M of 418 M
   // instructions (registers and spills the same). Not the 64x128 kernel: -4% of its compile, but ptxas -O3 then gave
   // it 107-128 registers instead of 90. A K of 0 takes the CUDA C kernel (no wgmma would start the accumulators).
+  // the register hand-over (TmaSpec::maxnreg); the ldmatrix form needs it (without, ptxas serializes its wgmma for
+  // lack of registers, C7512, and spills)
+  bool maxnreg() const { return s.consumers == 2 && (s.maxnreg || steps() == 0); }
   bool zeroes() const { return s.consumers == 1 || s.steps == 0; }
 
   explicit TmaKernel(const TmaSpec& spec) : s(spec), stage_r(int64_t{64} * 64 * spec.consumers * 2), stage_s(int64_t{spec.bs} * 64 * 2) {}
@@ -82,7 +85,7 @@ struct TmaKernel {
   }
   // warpgroup 0: one thread issues the TMA copies of every k tile of the block's tiles into the ring
   void producer() {
-    if (s.consumers == 2) f("setmaxnreg.dec.sync.aligned.u32 40");
+    if (maxnreg()) f("setmaxnreg.dec.sync.aligned.u32 40");
     const std::string done = "$Lend";
     f("setp.ne.u32 %p, %tx, 0");
     f("@%p bra " + done);
@@ -295,7 +298,7 @@ struct TmaKernel {
   }
   // warpgroups 1..: per tile, the k loop on the ring (each warp releases a slot it has read), then the epilogue
   void consumer() {
-    if (s.consumers == 2) f("setmaxnreg.inc.sync.aligned.u32 232");
+    if (maxnreg()) f("setmaxnreg.inc.sync.aligned.u32 232");
     f("sub.u32 %cw, %warp, 4");
     f("shl.b32 %wr0, %cw, 4");
     // this warp's stage and its float4 slots for even and odd 8-column blocks: lane ^ ((lane / 8) % 4 | (j % 2) * 4)

@@ -42,6 +42,11 @@ struct TmaSpec {
   // (~80 M instructions for one with 128 accumulators): the 128x256 kernel's ptxas -O1 executes 391 M instructions
   // with 1, 634 M with 0 (tc_notes.md, session 14). TC_PTX_KSTEPS sets it (a measurement knob).
   int steps = 1;
+  // 2 consumers: the producer warpgroup hands registers to the consumers (setmaxnreg 40 / 232). Without it the kernel
+  // still fits (161 registers a thread, no spills) and its ptxas -O1 executes 303 M instead of 367 M instructions: the
+  // register-count regions cost ptxas more than all of the producer's code (tc_notes.md, session 14). TC_PTX_MAXNREG;
+  // steps 0 (ldmatrix) always has it.
+  bool maxnreg = false;
   std::string in;                                          // wgmma input type: "f16" or "bf16"
   std::vector<long long> launch;                           // the tg_launch words
   int n_bufs = 0, out_buf = 0, out_bytes = 2;              // buffers; the output's index and element size
