@@ -41,7 +41,7 @@ struct TmaSpec {
   // fragments by four ldmatrix and four wgmma (the C kernel's form). ptxas' time grows with each wgmma in the text
   // (~80 M instructions for one with 128 accumulators): the 1792^3 kernel's ptxas -O1 executes 367 M instructions
   // with 1, 609 M with 0, and on the H100 its first call took 68-104 ms against 138-164 at the same kernel speed; 2
-  // and 4 ran 8-12% slower (tc_notes.md, session 14). TC_PTX_KSTEPS sets it (a measurement knob).
+  // and 4 ran 10-13% slower (tc_notes.md, session 14). TC_PTX_KSTEPS sets it (a measurement knob).
   int steps = 1;
   // 2 consumers: the producer warpgroup hands registers to the consumers (setmaxnreg 40 / 232). Without it the kernel
   // by descriptors still fits (161 registers a thread, no spills) and its ptxas -O1 executes 303 M instead of 367 M
