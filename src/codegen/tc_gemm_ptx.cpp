@@ -24,14 +24,14 @@ struct TmaKernel {
   int br() const { return 64 * s.consumers; }
   // the wgmma of one iteration of the k tile's rolled loop, both operands by descriptor; 0: R by ldmatrix, unrolled
   int steps() const { return s.consumers == 1 ? 1 : s.steps; }
+  // the register hand-over (TmaSpec::maxnreg); the ldmatrix form needs it (without, ptxas serializes its wgmma for
+  // lack of registers, C7512, and spills)
+  bool maxnreg() const { return s.consumers == 2 && (s.maxnreg || steps() == 0); }
   // whether a tile starts with movs of zero into the accumulators; the 128x256 kernel by descriptors instead starts
   // them with its first k16 step (wgmma's scale-d predicate false): the 128 movs cost its ptxas -O1 27 M of 418 M
   // instructions (registers and spills the same). Not the 64x128 kernel: -4% of its compile, but ptxas -O3 then gave
   // it 107-128 registers instead of 90. A K of 0 takes the CUDA C kernel (no wgmma would start the accumulators).
-  // the register hand-over (TmaSpec::maxnreg); the ldmatrix form needs it (without, ptxas serializes its wgmma for
-  // lack of registers, C7512, and spills)
-  bool maxnreg() const { return s.consumers == 2 && (s.maxnreg || steps() == 0); }
-  bool zeroes() const { return s.consumers == 1 || s.steps == 0; }
+  bool zeroes() const { return s.consumers == 1 || steps() == 0; }
 
   explicit TmaKernel(const TmaSpec& spec) : s(spec), stage_r(int64_t{64} * 64 * spec.consumers * 2), stage_s(int64_t{spec.bs} * 64 * 2) {}
 
