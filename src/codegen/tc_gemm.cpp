@@ -941,7 +941,8 @@ std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, con
 // transposed A) and ONE wgmma in a rolled loop: unrolled, each wgmma asm with its 64 accumulators cost NVVM and
 // ptxas ~5% of the compile, and NVVM unrolls a k-tile loop of a constant trip count up to ~8 too (so `unroll 1` on
 // it). Else R's fragments by ldmatrix (.trans where M/N-major) and four wgmma, unrolled: the 128x256 tiles' kernel
-// ran 11% slower rolled on the H100 (bench/tc_notes.md, session 11).
+// ran 11% slower rolled on the H100 (bench/tc_notes.md, session 11). The PTX kernel (tc_gemm_ptx.cpp), the default,
+// is rolled for both configs: ptxas alone does not lose that speed (session 14).
 std::string tma_k_steps(const Operand& R, const TmaCfg& c, const std::string& tin, int64_t stage_r, int64_t stage_s) {
   const std::string ss = "        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
   if (c.rolled()) {
