@@ -548,12 +548,19 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
     EXPECT_GE(count(ptx, "mbarrier.arrive.expect_tx"), 1u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier.try_wait.parity"), 2u) << c.what;
     EXPECT_GE(count(ptx, "mbarrier.init"), 2u) << c.what;
-    if (p.local_size[0] == 384) {
-      // 2 consumer warpgroups (128x256 tiles): the producer gives registers to the consumers; R's fragments by
-      // ldmatrix, the k tile's four wgmma unrolled (rolled, this kernel ran 11% slower)
+    if (p.local_size[0] == 384 && !as_ptx) {
+      // 2 consumer warpgroups (128x256 tiles) in CUDA C: the producer gives registers to the consumers; R's fragments
+      // by ldmatrix, the k tile's four wgmma unrolled (rolled, this kernel ran 11% slower in session 11)
       EXPECT_GE(count(ptx, "setmaxnreg"), 2u) << c.what;
       EXPECT_GE(count(ptx, "ldmatrix.sync.aligned.m8n8.x4"), 1u) << c.what;
       EXPECT_GE(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 4u) << c.what;
+    } else if (p.local_size[0] == 384) {
+      // as PTX, rolled like the 1-consumer kernel (PtxasTmaKernelAsPtx): ONE wgmma, both operands by descriptor; the
+      // producer gives registers to the consumers
+      EXPECT_EQ(count(ptx, "setmaxnreg"), 2u) << c.what;
+      EXPECT_EQ(count(ptx, "ldmatrix"), 0u) << c.what;
+      EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 1u) << c.what;
+      EXPECT_GE(count(ptx, "shfl.sync.idx"), 1u) << c.what;
     } else {
       // 1 consumer warpgroup (64x128 tiles, the shapes up to ~2000^3): both operands by descriptor (R transposed where
       // it is M/N-major), the k tile's four k16 steps in a rolled loop: ONE wgmma in the PTX (unrolled, each copy of
@@ -561,7 +568,7 @@ TEST(TCGemm, PTXHasTmaOnSm90) {
       EXPECT_EQ(p.local_size[0], 256) << c.what;
       EXPECT_EQ(count(ptx, "wgmma.mma_async.sync.aligned.m64n"), 1u) << c.what;
       EXPECT_EQ(count(ptx, "ldmatrix"), 0u) << c.what;
-      if (as_ptx) EXPECT_NE(ptx.find(std::string(", %ptrue, 1, 1, ") + (c.trans ? "1" : "0") + ", 0;"), std::string::npos) << c.what;   // imm-trans-a
+      if (as_ptx) EXPECT_NE(ptx.find(std::string(", 1, 1, ") + (c.trans ? "1" : "0") + ", 0;"), std::string::npos) << c.what;   // imm-trans-a
       else EXPECT_NE(p.src.find(std::string("tg_wgmma_ss<") + (c.trans ? "1" : "0") + ">(d, "), std::string::npos) << c.what;
       // the warpgroup index is warp-uniform to ptxas (else it serializes the rolled wgmma, C7520)
       EXPECT_GE(count(ptx, "shfl.sync.idx"), 1u) << c.what;
@@ -702,29 +709,46 @@ int ptxas_registers(const std::string& rep) {
 
 // The TMA kernel rendered directly as PTX (codegen/tc_gemm_ptx.cpp: no NVRTC front end or NVVM, ptxas only) for
 // both tile configs, both layouts of R, batched + bias + relu, bf16 and fp32 out: ptxas accepts it, the wgmma stay
-// asynchronous, the main loop has the CUDA C kernel's instruction mix (1 consumer: ONE rolled wgmma by descriptors;
-// 2: four wgmma after four ldmatrix) and ptxas gives it as many registers as NVRTC's build of the C kernel.
-// Fails on the old code (the kernel was CUDA C).
+// asynchronous, no spills, and ptxas gives it as many registers as NVRTC's build of the C kernel (fewer without the
+// register hand-over, TC_PTX_MAXNREG=0). The k tile's four k16 steps are ONE wgmma in a rolled loop, both operands by
+// descriptor, for both configs (TC_PTX_KSTEPS=0: the 128x256 kernel's four wgmma after four ldmatrix, the C kernel's
+// form; 2 and 4: that many wgmma by descriptors a loop iteration): ptxas' time grows with each wgmma in the text, so
+// rolled the 128x256 kernel's compile executes 42% fewer instructions (tc_notes.md, session 14); its first k16 step
+// of a tile overwrites the accumulators (wgmma's scale-d predicate) instead of 128 movs of zero. Fails on the old
+// code (the 128x256 kernel had four wgmma and zeroed its accumulators).
 TEST(TCGemm, PtxasTmaKernelAsPtx) {
   static const CUDARenderer sm90r("sm_90");
   struct Case { const char* what; UOp ast; bool two; bool r_kmajor; };
   const std::vector<Case> cases = {
       {"1536^3 (64x128, R = B N-major)", last_ast(mat({1536, 1536}, dtypes::half).matmul(mat({1536, 1536}, dtypes::half))), false, false},
       {"1024x1024x512 B^T (64x128, R = A K-major)", last_ast(mat({1024, 512}, dtypes::half).matmul(mat({1024, 512}, dtypes::half).transpose())), false, true},
-      {"4096^3 (128x256, ldmatrix.trans)", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), true, false},
-      {"4096x4096x512 B^T (128x256, ldmatrix)", last_ast(mat({4096, 512}, dtypes::half).matmul(mat({4096, 512}, dtypes::half).transpose())), true, true},
+      {"4096^3 (128x256, R = B N-major)", last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half))), true, false},
+      {"4096x4096x512 B^T (128x256, R = A K-major)", last_ast(mat({4096, 512}, dtypes::half).matmul(mat({4096, 512}, dtypes::half).transpose())), true, true},
       {"batched + bias + relu", last_ast((mat({4, 128, 64}, dtypes::half).matmul(mat({4, 64, 96}, dtypes::half)) + mat({96}, dtypes::half)).relu()), false, false},
       {"bf16 in, fp32 out", gemm_ast(256, 512, 128, dtypes::bfloat16, dtypes::float32, dtypes::float32), false, false},
   };
+  for (auto [steps, maxnreg] : std::vector<std::pair<int, int>>{{1, 1}, {0, 1}, {1, 0}, {0, 0}, {2, 0}, {4, 0}})
   for (const Case& c : cases) {
+    if ((steps != 1 || maxnreg) && !c.two) continue;   // the 64x128 kernel takes 1 either way, and no setmaxnreg
+    SCOPED_TRACE("TC_PTX_KSTEPS=" + std::to_string(steps) + " TC_PTX_MAXNREG=" + std::to_string(maxnreg));
+    Context ctx({{"TC_PTX_KSTEPS", steps}, {"TC_PTX_MAXNREG", maxnreg}});
     const RenderedProgram p = template_program(c.ast, sm90r);
     ASSERT_TRUE(is_ptx(p)) << c.what << "\n" << p.src.substr(0, 2000);
+    const bool unrolled = c.two && steps == 0;
     EXPECT_EQ(p.local_size[0], c.two ? 384 : 256) << c.what;
     EXPECT_GE(count(p.src, "cp.async.bulk.tensor."), 2u) << c.what;
-    EXPECT_EQ(count(p.src, "wgmma.mma_async.sync.aligned.m64n"), c.two ? 4u : 1u) << c.what;
-    EXPECT_EQ(count(p.src, "ldmatrix.sync.aligned.m8n8.x4"), c.two ? 4u : 0u) << c.what;
-    EXPECT_EQ(count(p.src, ".trans.shared.b16"), c.two && !c.r_kmajor ? 4u : 0u) << c.what;
-    EXPECT_EQ(count(p.src, "setmaxnreg"), c.two ? 2u : 0u) << c.what;
+    EXPECT_EQ(count(p.src, "wgmma.mma_async.sync.aligned.m64n"), c.two && steps != 1 ? (unrolled ? 4u : size_t(steps)) : 1u) << c.what;
+    EXPECT_EQ(count(p.src, "ldmatrix.sync.aligned.m8n8.x4"), unrolled ? 4u : 0u) << c.what;
+    EXPECT_EQ(count(p.src, ".trans.shared.b16"), unrolled && !c.r_kmajor ? 4u : 0u) << c.what;
+    // by descriptor: R transposed (imm-trans-a) where it is M/N-major; the 128x256 kernel's first k16 step of a
+    // tile starts the accumulators (scale-d a predicate), the others zero them (scale-d true)
+    if (!unrolled) EXPECT_NE(p.src.find(std::string(", 1, 1, ") + (c.r_kmajor ? "0" : "1") + ", 0;"), std::string::npos) << c.what;
+    const bool zeroes = !c.two || unrolled;
+    EXPECT_EQ(count(p.src, "%ptrue, 1, 1"), unrolled ? 4u : zeroes ? 1u : size_t(steps - 1)) << c.what;
+    EXPECT_EQ(count(p.src, "mov.f32 %d"), zeroes ? (c.two ? 128u : 64u) : 0u) << c.what;
+    // the register hand-over: asked for, or the ldmatrix form (without, ptxas serialized its wgmma: C7512, spills)
+    const bool handover = maxnreg || unrolled;
+    EXPECT_EQ(count(p.src, "setmaxnreg"), handover ? 2u : 0u) << c.what;
     EXPECT_EQ(count(p.src, "shfl.sync.idx"), 1u) << c.what;
     EXPECT_EQ(count(p.src, "st.shared.v4.f32"), c.two ? 32u : 16u) << c.what;
     EXPECT_NE(p.src.find(".visible .global .align 8 .b64 tg_launch["), std::string::npos) << c.what;
@@ -740,7 +764,11 @@ TEST(TCGemm, PtxasTmaKernelAsPtx) {
     Context cuda_c({{"TC_PTX", 0}});
     const RenderedProgram q = template_program(c.ast, sm90r);
     ASSERT_FALSE(is_ptx(q)) << c.what;
-    EXPECT_EQ(ptxas_registers(ptxas_report(nvrtc().to_ptx(q.src, "sm_90a"), "sm_90a")), regs) << c.what;
+    // the C kernel's registers (it has setmaxnreg); the 128x256 PTX kernel without the hand-over needs fewer (all
+    // 384 threads get the launch's count: it must fit one block a SM, 65536 / 384 = 170)
+    const int c_regs = ptxas_registers(ptxas_report(nvrtc().to_ptx(q.src, "sm_90a"), "sm_90a"));
+    if (c.two && !handover) EXPECT_LE(regs, std::min(c_regs, 170)) << c.what;
+    else EXPECT_EQ(regs, c_regs) << c.what;
   }
 }
 
@@ -1756,7 +1784,8 @@ TEST(TensorCoresGPU, DriverJitBackends) {
 
 // The TMA kernel as PTX (the default) and as CUDA C (TC_PTX=0, the fallback for epilogues the PTX doesn't cover)
 // against the CPU: odd M/N/K edges, batched, A or B transposed (R K-major or not), bias + relu, a residual add,
-// fp16/bf16 in with fp16/bf16/fp32 out, both tile configs; a sigmoid epilogue takes the C kernel in either setting.
+// fp16/bf16 in with fp16/bf16/fp32 out, both tile configs (the 128x256 PTX kernel in each TC_PTX_KSTEPS form, with
+// and without TC_PTX_MAXNREG); a sigmoid epilogue takes the C kernel in either setting.
 TEST(TensorCoresGPU, TmaPtxAndCudaC) {
   if (!have_cuda()) GTEST_SKIP() << "no CUDA here";
   if (get_device("CUDA").arch() != "sm_90") GTEST_SKIP() << "TMA kernel: sm_90 only";
@@ -1772,6 +1801,15 @@ TEST(TensorCoresGPU, TmaPtxAndCudaC) {
     check_gemm(1, 256, 512, 256, dtypes::half, dtypes::half, false, false, false, 2e-2);
     check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);   // 128x256 tiles, R K-major
     check_gemm(1, 3000, 200, 2056, dtypes::half, std::nullopt, false, false, true, 5e-3);       // 128x256, ldmatrix.trans
+    // the 128x256 PTX kernel's other forms: R by ldmatrix (0), 2 or 4 wgmma by descriptors a loop iteration, the
+    // register hand-over (setmaxnreg, which 0 always has: session 13's kernel)
+    for (auto [steps, maxnreg] : std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {2, 0}, {4, 0}}) {
+      if (!as_ptx) break;
+      SCOPED_TRACE("TC_PTX_KSTEPS=" + std::to_string(steps) + " TC_PTX_MAXNREG=" + std::to_string(maxnreg));
+      Context form({{"TC_PTX_KSTEPS", steps}, {"TC_PTX_MAXNREG", maxnreg}});
+      check_gemm(1, 4096, 256, 4096, dtypes::bfloat16, std::nullopt, false, true, true, 2e-2);
+      check_gemm(1, 3000, 200, 2056, dtypes::half, std::nullopt, false, false, true, 5e-3);
+    }
     Tensor a = (Tensor::randn({520, 264}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
     Tensor w = (Tensor::randn({264, 392}, {.device = "CPU"}) * 0.5).cast(dtypes::half).realize();
     Tensor r = Tensor::randn({520, 392}, {.device = "CPU"}).cast(dtypes::half).realize();

@@ -941,7 +941,8 @@ std::optional<TmaMap> tma_map(const Plan& p, const Operand& o, int64_t rows, con
 // transposed A) and ONE wgmma in a rolled loop: unrolled, each wgmma asm with its 64 accumulators cost NVVM and
 // ptxas ~5% of the compile, and NVVM unrolls a k-tile loop of a constant trip count up to ~8 too (so `unroll 1` on
 // it). Else R's fragments by ldmatrix (.trans where M/N-major) and four wgmma, unrolled: the 128x256 tiles' kernel
-// ran 11% slower rolled on the H100 (bench/tc_notes.md, session 11).
+// ran 11% slower rolled on the H100 (bench/tc_notes.md, session 11). The PTX kernel (tc_gemm_ptx.cpp), the default,
+// is rolled for both configs: ptxas alone does not lose that speed (session 14).
 std::string tma_k_steps(const Operand& R, const TmaCfg& c, const std::string& tin, int64_t stage_r, int64_t stage_s) {
   const std::string ss = "        const " + tin + "* ss = tg_ss + st * " + S(stage_s) + ";\n";
   if (c.rolled()) {
@@ -1166,10 +1167,15 @@ struct PtxEpilogue {
 std::string render_tma_ptx(const Plan& p, const TmaCfg& c, const std::string& fname, bool s_is_b, const TmaMap& mr, const TmaMap& ms, Args& args) {
   // the PTX kernel's tile and run index math takes powers of two (shifts): TC_TMA_CFG's bs of 192 takes CUDA C
   need(getenv("TC_PTX", 1) != 0 && (c.bs & (c.bs - 1)) == 0);
+  // the 128x256 kernel's first wgmma by descriptors starts the accumulators (no zeroing): with K = 0 none would run
+  need(p.K > 0);
   const std::vector<int>& r_axes = s_is_b ? p.m_axes : p.n_axes;
   ptx::TmaSpec sp;
   sp.fname = fname;
   sp.consumers = c.consumers, sp.bs = c.bs, sp.stages = c.stages, sp.ep_cols = c.ep_cols();
+  sp.steps = static_cast<int>(getenv("TC_PTX_KSTEPS", 1));
+  need(sp.steps == 0 || sp.steps == 1 || sp.steps == 2 || sp.steps == 4);
+  sp.maxnreg = getenv("TC_PTX_MAXNREG", 1) != 0;
   sp.r_kmajor = (s_is_b ? p.a : p.b).k_major, sp.s_is_b = s_is_b, sp.r_fast = out_contiguous(p, r_axes);
   const ShapeTracker out = st_of(p.store->src[1]).simplify();
   need(out.views.size() == 1 && !out.views[0].mask && vec8(p, true, sp.r_fast ? r_axes : (s_is_b ? p.n_axes : p.m_axes)));

@@ -2,6 +2,8 @@
 // the full and empty mbarriers, then each consumer warp's epilogue stage. Addresses in the shared window are 32-bit.
 #include "codegen/tc_gemm_ptx.hpp"
 
+#include <functional>
+
 #include "uop/uop.hpp"   // TG_ASSERT
 
 namespace tg::ptx {
@@ -20,6 +22,16 @@ struct TmaKernel {
   Fn f;
   int64_t stage_r, stage_s;   // bytes of one ring slot of R and S
   int br() const { return 64 * s.consumers; }
+  // the wgmma of one iteration of the k tile's rolled loop, both operands by descriptor; 0: R by ldmatrix, unrolled
+  int steps() const { return s.consumers == 1 ? 1 : s.steps; }
+  // the register hand-over (TmaSpec::maxnreg); the ldmatrix form needs it (without, ptxas serializes its wgmma for
+  // lack of registers, C7512, and spills)
+  bool maxnreg() const { return s.consumers == 2 && (s.maxnreg || steps() == 0); }
+  // whether a tile starts with movs of zero into the accumulators; the 128x256 kernel by descriptors instead starts
+  // them with its first k16 step (wgmma's scale-d predicate false): the 128 movs cost its ptxas -O1 27 M of 418 M
+  // instructions (registers and spills the same). Not the 64x128 kernel: -4% of its compile, but ptxas -O3 then gave
+  // it 107-128 registers instead of 90. A K of 0 takes the CUDA C kernel (no wgmma would start the accumulators).
+  bool zeroes() const { return s.consumers == 1 || steps() == 0; }
 
   explicit TmaKernel(const TmaSpec& spec) : s(spec), stage_r(int64_t{64} * 64 * spec.consumers * 2), stage_s(int64_t{spec.bs} * 64 * 2) {}
 
@@ -73,7 +85,7 @@ struct TmaKernel {
   }
   // warpgroup 0: one thread issues the TMA copies of every k tile of the block's tiles into the ring
   void producer() {
-    if (s.consumers == 2) f("setmaxnreg.dec.sync.aligned.u32 40");
+    if (maxnreg()) f("setmaxnreg.dec.sync.aligned.u32 40");
     const std::string done = "$Lend";
     f("setp.ne.u32 %p, %tx, 0");
     f("@%p bra " + done);
@@ -124,36 +136,54 @@ struct TmaKernel {
     return "{" + a + "}";
   }
   std::string wgmma_op() const { return "wgmma.mma_async.sync.aligned.m64n" + S(s.bs) + "k16.f32." + s.in + "." + s.in + " "; }
-  // one k tile of a consumer warpgroup, slot st full: 1 consumer: both operands by descriptor, ONE wgmma in a rolled
-  // loop; 2: R's fragments by ldmatrix (offsets %lo<kk>), four wgmma
+  std::string ldmatrix(const std::string& addr) {
+    std::string a = "{";
+    for (int i = 0; i < 4; i++) a += (i ? ", " : "") + f.reg("b32");
+    a += "}";
+    f(std::string("ldmatrix.sync.aligned.m8n8.x4") + (s.r_kmajor ? "" : ".trans") + ".shared.b16 " + a + ", [" + addr + "]");
+    return a;
+  }
+  // scale_d: a predicate, false where the wgmma overwrites the accumulators rather than adding to them
+  void wgmma(const std::string& a, const std::string& b, bool a_desc, const std::string& scale_d = "%ptrue") {
+    f(wgmma_op() + accs() + ", " + a + ", " + b + ", " + scale_d + ", 1, 1" + (a_desc ? std::string(", ") + (s.r_kmajor ? "0" : "1") : "") + ", 0");
+  }
+  // a loop of n iterations (a fresh counter register, from 0) around body(counter); not unrolled by ptxas
+  void rolled_loop(int n, const std::function<void(const std::string&)>& body) {
+    const std::string i = f.reg("b32"), l = f.label(), p = f.reg("pred");
+    f("mov.u32 " + i + ", 0");
+    f.at(l);
+    f.body += "\t.pragma \"nounroll\";\n";
+    body(i);
+    f("add.u32 " + i + ", " + i + ", 1");
+    f("setp.lt.u32 " + p + ", " + i + ", " + S(n));
+    f("@" + p + " bra " + l);
+  }
+  // one k tile of a consumer warpgroup, slot st full, in the form of TmaSpec::steps
   void k_tile(const std::string& st) {
-    const std::string sra = f.op("mad.lo.u32", "b32", st, S(stage_r) + ", %base"), ssa = f.op("mad.lo.u32", "b32", st, S(stage_s) + ", %ss");
-    if (s.consumers == 1) {
+    std::string sra = f.op("mad.lo.u32", "b32", st, S(stage_r) + ", %base");
+    const std::string ssa = f.op("mad.lo.u32", "b32", st, S(stage_s) + ", %ss");
+    if (const int u = steps()) {
+      TG_ASSERT(u == 1 || u == 2 || u == 4, "tc_gemm_ptx: " + S(u) + " wgmma per k16 loop iteration (1, 2 or 4)");
+      // this warpgroup's 64 R rows are 8192 bytes in from the slot (either layout)
+      if (s.consumers > 1) sra = f.op("add.u32", "b32", sra, "%wgr");
+      std::string acc;
+      if (!zeroes()) f("setp.ne.u32 " + (acc = f.reg("pred")) + ", %kt, 0");
       f("wgmma.fence.sync.aligned");
-      const std::string kk = f.reg("b32"), l = f.label();
-      f("mov.u32 " + kk + ", 0");
-      f.at(l);
-      f.body += "\t.pragma \"nounroll\";\n";
-      const std::string da = desc(f.op("mad.lo.u32", "b32", kk, (s.r_kmajor ? "32, " : "2048, ") + sra), s.r_kmajor);
-      const std::string db = desc(f.op("mad.lo.u32", "b32", kk, "32, " + ssa), true);
-      f(wgmma_op() + accs() + ", " + da + ", " + db + ", %ptrue, 1, 1, " + (s.r_kmajor ? "0" : "1") + ", 0");
-      f("add.u32 " + kk + ", " + kk + ", 1");
-      const std::string p = f.reg("pred");
-      f("setp.lt.u32 " + p + ", " + kk + ", 4");
-      f("@" + p + " bra " + l);
+      rolled_loop(4 / u, [&](const std::string& i) {
+        for (int j = 0; j < u; j++) {
+          const std::string kk = u == 1 ? i : f.op("mad.lo.u32", "b32", i, S(u) + ", " + S(j));
+          const std::string da = desc(f.op("mad.lo.u32", "b32", kk, (s.r_kmajor ? "32, " : "2048, ") + sra), s.r_kmajor);
+          std::string scale_d = "%ptrue";   // false only for the tile's first k16 step where it starts the accumulators
+          if (!zeroes() && j == 0) f("setp.ne.or.u32 " + (scale_d = f.reg("pred")) + ", " + i + ", 0, " + acc);
+          wgmma(da, desc(f.op("mad.lo.u32", "b32", kk, "32, " + ssa), true), true, scale_d);
+        }
+      });
       return;
     }
     std::string af[4];
-    for (int kk = 0; kk < 4; kk++) {
-      af[kk] = "{";
-      for (int i = 0; i < 4; i++) af[kk] += (i ? ", " : "") + f.reg("b32");
-      af[kk] += "}";
-      f(std::string("ldmatrix.sync.aligned.m8n8.x4") + (s.r_kmajor ? "" : ".trans") + ".shared.b16 " + af[kk] + ", [" +
-        f.op("add.u32", "b32", sra, "%lo" + S(kk)) + "]");
-    }
+    for (int kk = 0; kk < 4; kk++) af[kk] = ldmatrix(f.op("add.u32", "b32", sra, "%lo" + S(kk)));
     f("wgmma.fence.sync.aligned");
-    for (int kk = 0; kk < 4; kk++)
-      f(wgmma_op() + accs() + ", " + af[kk] + ", " + desc(f.op("add.u32", "b32", ssa, S(32 * kk)), true) + ", %ptrue, 1, 1, 0");
+    for (int kk = 0; kk < 4; kk++) wgmma(af[kk], desc(f.op("add.u32", "b32", ssa, S(32 * kk)), true), false);
   }
   // per-thread byte offsets in R's slot of the four k16 steps' ldmatrix rows (render_tma's tma_k_steps)
   void ldmatrix_offsets() {
@@ -224,16 +254,21 @@ struct TmaKernel {
     f("setp.ge.s32 " + pn + ", " + en0 + ", " + arg_reg(s.N));
     f("or.pred " + pm + ", " + pm + ", " + pn);
     f("@" + pm + " bra " + lnext);
+    // the run's first element's stage slot: j = ls / 8, l = (lr % 8) * 4 + (ls % 8) / 2, q = (lr / 8) * 2 + ls % 2, at
+    // byte (32 j + (l ^ sw)) * 16 + 4 q of the stage, sw = (l / 8) % 4 + (j % 2) * 4. The run's 8 elements step ls (or
+    // lr) from a multiple of 8, so only the XOR term and q's low bit move: element u is at
+    // a + ((x ^ k(u)) << 4) + o(u), with x = l ^ sw and a = 512 j + 4 q + ep of the first, and k(u) = u / 2, o(u) = 4 (u % 2)
+    // along ls; k(u) = 4 u ^ u / 2, o(u) = 0 along lr (the element code was ~6% of the 128x256 kernel's ptxas time)
+    const std::string j = f.op("shr.u32", "b32", ls0, "3");
+    const std::string l = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("and.b32", "b32", lr0, "7"), "2"), f.op("shr.u32", "b32", f.op("and.b32", "b32", ls0, "7"), "1"));
+    const std::string q = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("shr.u32", "b32", lr0, "3"), "1"), f.op("and.b32", "b32", ls0, "1"));
+    const std::string sw = f.op("or.b32", "b32", f.op("and.b32", "b32", f.op("shr.u32", "b32", l, "3"), "3"), f.op("shl.b32", "b32", f.op("and.b32", "b32", j, "1"), "2"));
+    const std::string xl = f.op("xor.b32", "b32", l, sw);
+    const std::string a = f.op("add.u32", "b32", f.op("shl.b32", "b32", j, "9"), f.op("mad.lo.u32", "b32", q, "4, %ep"));
     std::vector<std::string> vals;
     for (int u = 0; u < 8; u++) {
-      // the element's stage slot: j = ls / 8, l = (lr % 8) * 4 + (ls % 8) / 2, q = (lr / 8) * 2 + ls % 2
-      const std::string lr = s.r_fast && u ? f.op("add.u32", "b32", lr0, S(u)) : lr0, ls = !s.r_fast && u ? f.op("add.u32", "b32", ls0, S(u)) : ls0;
-      const std::string j = f.op("shr.u32", "b32", ls, "3");
-      const std::string l = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("and.b32", "b32", lr, "7"), "2"), f.op("shr.u32", "b32", f.op("and.b32", "b32", ls, "7"), "1"));
-      const std::string q = f.op("or.b32", "b32", f.op("shl.b32", "b32", f.op("shr.u32", "b32", lr, "3"), "1"), f.op("and.b32", "b32", ls, "1"));
-      const std::string sw = f.op("or.b32", "b32", f.op("and.b32", "b32", f.op("shr.u32", "b32", l, "3"), "3"), f.op("shl.b32", "b32", f.op("and.b32", "b32", j, "1"), "2"));
-      const std::string sl = f.op("add.u32", "b32", f.op("shl.b32", "b32", j, "5"), f.op("xor.b32", "b32", l, sw));
-      const std::string addr = f.op("add.u32", "b32", f.op("shl.b32", "b32", sl, "4"), f.op("mad.lo.u32", "b32", q, "4, %ep"));
+      const int k = s.r_fast ? (4 * u) ^ (u / 2) : u / 2, o = s.r_fast ? 0 : 4 * (u % 2);
+      const std::string addr = f.op("add.u32", "b32", a, f.op("shl.b32", "b32", k ? f.op("xor.b32", "b32", xl, S(k)) : xl, "4")) + (o ? "+" + S(o) : "");
       const std::string acc = f.reg("f32");
       f("ld.shared.f32 " + acc + ", [" + addr + "]");
       const bool m_fast = s.r_fast == s.s_is_b;   // the run walks M
@@ -263,7 +298,7 @@ struct TmaKernel {
   }
   // warpgroups 1..: per tile, the k loop on the ring (each warp releases a slot it has read), then the epilogue
   void consumer() {
-    if (s.consumers == 2) f("setmaxnreg.inc.sync.aligned.u32 232");
+    if (maxnreg()) f("setmaxnreg.inc.sync.aligned.u32 232");
     f("sub.u32 %cw, %warp, 4");
     f("shl.b32 %wr0, %cw, 4");
     // this warp's stage and its float4 slots for even and odd 8-column blocks: lane ^ ((lane / 8) % 4 | (j % 2) * 4)
@@ -272,7 +307,8 @@ struct TmaKernel {
     const std::string sw = f.op("and.b32", "b32", f.op("shr.u32", "b32", "%lane", "3"), "3");
     f("mad.lo.u32 %epa0, " + f.op("xor.b32", "b32", "%lane", sw) + ", 16, %ep");
     f("mad.lo.u32 %epa1, " + f.op("xor.b32", "b32", "%lane", f.op("or.b32", "b32", sw, "4")) + ", 16, %ep");
-    if (s.consumers == 2) ldmatrix_offsets();
+    if (s.consumers == 2 && steps()) fixed("%wgr", "b32"), f("shl.b32 %wgr, " + f.op("shr.u32", "b32", "%cw", "2") + ", 13");
+    if (!steps()) ldmatrix_offsets();
     f("mov.u32 %it, 0");
     f("mov.u32 %tile, %ctaid.x");
     const std::string lt = f.label(), lk = f.label(), le = f.label();
@@ -281,7 +317,8 @@ struct TmaKernel {
     f("@%p bra $Lend");
     tile_coords("%tile");
     f("add.u32 %rb, %r0, %wr0");
-    for (int i = 0; i < s.bs / 2; i++) f("mov.f32 %d" + S(i) + ", 0f00000000");
+    if (zeroes())
+      for (int i = 0; i < s.bs / 2; i++) f("mov.f32 %d" + S(i) + ", 0f00000000");
     f("mov.u32 %kt, 0");
     f.at(lk);
     f.body += "\t.pragma \"nounroll\";\n";

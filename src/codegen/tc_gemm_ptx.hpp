@@ -36,6 +36,19 @@ struct TmaSpec {
   std::string fname;
   int consumers = 1, bs = 128, stages = 6, ep_cols = 128;
   bool r_kmajor = false, s_is_b = false, r_fast = false;   // R K-major; S is B; the output contiguous along R
+  // the k tile's four k16 steps with 2 consumers (1 consumer: always 1): steps > 0 read both operands by
+  // descriptor, `steps` wgmma in a rolled loop of 4 / steps iterations (1: ONE wgmma, as the 64x128 kernel); 0: R's
+  // fragments by four ldmatrix and four wgmma (the C kernel's form). ptxas' time grows with each wgmma in the text
+  // (~80 M instructions for one with 128 accumulators): the 1792^3 kernel's ptxas -O1 executes 367 M instructions
+  // with 1, 609 M with 0, and on the H100 its first call took 68-104 ms against 138-164 at the same kernel speed; 2
+  // and 4 ran 10-13% slower (tc_notes.md, session 14). TC_PTX_KSTEPS sets it (a measurement knob).
+  int steps = 1;
+  // 2 consumers: the producer warpgroup hands registers to the consumers (setmaxnreg 40 / 232). Without it the kernel
+  // by descriptors still fits (161 registers a thread, no spills) and its ptxas -O1 executes 303 M instead of 367 M
+  // instructions, but on the H100 ptxas took only ~5% less time, the first call of the 1792^3 GEMM 68-72 ms against
+  // 78-104, and fp16/bf16 4096^3 ran ~1% slower (tc_notes.md, session 14): kept. TC_PTX_MAXNREG=0 drops it; the
+  // ldmatrix form (steps 0) always has it.
+  bool maxnreg = true;
   std::string in;                                          // wgmma input type: "f16" or "bf16"
   std::vector<long long> launch;                           // the tg_launch words
   int n_bufs = 0, out_buf = 0, out_bytes = 2;              // buffers; the output's index and element size

@@ -274,15 +274,24 @@ std::string nvjitlink_cubin(const std::string& ptx, const std::string& arch) {
   return bin;
 }
 
-// the toolkit's ptxas next to NVRTC (or under CUDA_PATH, /usr/local/cuda), if any
+// the toolkit's ptxas next to NVRTC (or under CUDA_PATH, CUDA_HOME, /usr/local/cuda), if any. A compile asks twice
+// (the backend, the cachekey); the answer is kept per process for the CUDA_PATH and CUDA_HOME it was found with (a
+// change of either looks again; a ptxas installed later in a process with the same values is not seen)
 std::optional<std::string> ptxas_path() {
+  static std::mutex mu;
+  static std::optional<std::pair<std::string, std::optional<std::string>>> found;   // (CUDA_PATH \n CUDA_HOME, path)
+  const std::string path_env = getenv_str("CUDA_PATH", ""), home_env = getenv_str("CUDA_HOME", "");
+  const std::string key = path_env + "\n" + home_env;
+  std::lock_guard<std::mutex> lock(mu);
+  if (found && found->first == key) return found->second;
   std::vector<std::string> dirs;
   if (!api().nvrtc_dir.empty()) dirs.push_back(api().nvrtc_dir + "/../bin");
-  for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
-    if (auto v = getenv_str(env, ""); !v.empty()) dirs.push_back(v + "/bin");
+  for (const std::string& v : {path_env, home_env})
+    if (!v.empty()) dirs.push_back(v + "/bin");
   dirs.push_back("/usr/local/cuda/bin");
+  found.emplace(key, std::nullopt);
   for (const std::string& d : dirs)
-    if (access((d + "/ptxas").c_str(), X_OK) == 0) return d + "/ptxas";
+    if (access((d + "/ptxas").c_str(), X_OK) == 0) return found->second = d + "/ptxas";
   return std::nullopt;
 }
 
