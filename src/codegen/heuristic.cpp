@@ -258,10 +258,7 @@ bool sliding_window(const Kernel& k, int64_t axis) {
 // core, each generated kernel timed alone, alternated: 4.8-6.1 ms with 8 columns x 2 vectors of input channels against
 // 3.5-4.3 ms with the columns as the lanes (16 wide) x 8 channels x 2 images (its 2x1 phase, 64 x 2: 1.60-1.62 against
 // 1.05-1.13 ms); 576 (a 3x3 over 64 channels) keeps the rule.
-// CPU_WINDOW_SHORT=0: every long reduce (64+) takes the rule.
-bool window_reduce_is_long(const Kernel& k) {
-  return prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 512 || !getenv("CPU_WINDOW_SHORT", 1);
-}
+bool window_reduce_is_long(const Kernel& k) { return prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 512; }
 
 // a reduce of 64 or more elements per output (a GEMM's or a conv's)
 bool reduces_long(const Kernel& k) { return k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64; }
@@ -605,9 +602,6 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
       const auto st = stride_of(k, i, a);
       if (vec) varies = varies || st != 0;
       else ok = read_after_reduce(k, i) || st == 0;
-      // (not an axis an input's gates vary along: upcast, its loop's narrowed taps run whole for every lane, as in
-      // cpu_optimizations' masked axes; a conv input gradient's border columns, CONV_DX_SPLIT=1)
-      ok = ok && !k.axis_is_masked(i, a);
     }
     if (!ok || !varies) continue;
     if (debug() >= 4) std::cout << "cpu second vector row : axis " << a << "\n";
