@@ -270,31 +270,6 @@ TEST(ConvBackward, StridedInputGradientPhasesTileWholeRows) {
   EXPECT_EQ(phases, 4);
 }
 
-// The same phases over 64 channels (resnet_s2_bw): each phase's reduce is 64 x its 1-4 taps, under 512, so dx's 16
-// columns stay the lanes where grad_output slides along them too (heuristic.cpp window_reduce_is_long): vector stores,
-// where the phases with two column taps took 2 vectors of input channels (16 scattered stores per accumulator).
-TEST(ConvBackward, StridedInputGradientShortPhasesStoreRows) {
-  const Opts o{dtypes::float32, "CPU", false};
-  Tensor x = Tensor::empty({32, 64, 28, 28}, o), w = Tensor::empty({64, 64, 3, 3}, o), r = Tensor::empty({32, 64, 14, 14}, o);
-  x.requires_grad_();
-  (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
-  ClangRenderer ren;
-  int phases = 0;
-  for (const ScheduleItem& si : x.grad()->schedule()) {
-    if (si.kind != MetaOps::KERNEL) continue;
-    const auto plan = cpu_gemm_pack(Access::uop(si.ast), ren);
-    Kernel k(plan ? plan->gemm_ast : Access::uop(si.ast), ren);
-    if (!k.reduceop()) continue;
-    k.hand_coded_optimizations();
-    bool row_lanes = false;   // an upcast axis of 16 along which dx is stored contiguously
-    for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
-      row_lanes = row_lanes || (k.full_shape()[a] == 16 && k.sts[0].real_strides()[a] == 1);
-    EXPECT_TRUE(row_lanes) << k.name();
-    phases++;
-  }
-  EXPECT_EQ(phases, 4);
-}
-
 // A stride-1 input gradient 24 columns wide (beautiful_mnist's conv2 at 20x20 -> 24x24): grad_output's columns are
 // padded in its copy, so the register tile runs along 8 of dx's columns (grad_output read at stride 1 along the
 // tile's rows: one row of one image per reduce step) x 2 vectors of input channels, where the column gates kept

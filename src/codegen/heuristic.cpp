@@ -242,8 +242,7 @@ bool read_after_reduce(const Kernel& k, size_t i) {
 // long reduce such an axis gives way to a strided-store one of whole vectors (the output channels over packed
 // weights) and is left to contiguous_tile_rows as the tile's rows, 8 or 10 columns each broadcast: as the lanes it
 // loaded an unaligned vector per tap and tiled 8 channels x 2 rows (a 16-wide conv input gradient, 64 images, one
-// core: 9.6-10.3 ms against 7.7-8.2 ms CPU; a reduce under 512 keeps it, window_reduce_is_long). CPU_WINDOW_LANES=0:
-// it stays the vector axis.
+// core: 9.6-10.3 ms against 7.7-8.2 ms CPU). CPU_WINDOW_LANES=0: it stays the vector axis.
 bool sliding_window(const Kernel& k, int64_t axis) {
   for (size_t i = 1; i < k.bufs.size(); i++) {
     if (stride_of(k, i, axis) != 1) continue;
@@ -252,13 +251,6 @@ bool sliding_window(const Kernel& k, int64_t axis) {
   }
   return false;
 }
-
-// Only under a reduce of 512 or more: a shorter one pays the strided-store axis's scattered stores (16 per vector
-// accumulator after the loop) over fewer FMAs. resnet_s2_bw's input-gradient phase with 2x2 taps (reduce 64 x 4), one
-// core, each generated kernel timed alone, alternated: 4.8-6.1 ms with 8 columns x 2 vectors of input channels against
-// 3.5-4.3 ms with the columns as the lanes (16 wide) x 8 channels x 2 images (its 2x1 phase, 64 x 2: 1.60-1.62 against
-// 1.05-1.13 ms); 576 (a 3x3 over 64 channels) keeps the rule.
-bool window_reduce_is_long(const Kernel& k) { return prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 512; }
 
 // a reduce of 64 or more elements per output (a GEMM's or a conv's)
 bool reduces_long(const Kernel& k) { return k.reduceop() && prod_range(k.full_shape(), k.first_reduce(), k.shape_len()) >= 64; }
@@ -280,7 +272,7 @@ std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
         unit = unit || st == 1;
       }
       if (!ok || !unit) continue;
-      if (long_reduce && sliding_window(k, axis) && window_reduce_is_long(k) && getenv("CPU_WINDOW_LANES", 1)) {
+      if (long_reduce && sliding_window(k, axis) && getenv("CPU_WINDOW_LANES", 1)) {
         if (!strided_store && !unit_axis) unit_axis = axis;
         continue;
       }
