@@ -1,6 +1,7 @@
 // The CPU's conv weight gradients and one-input-channel forward (tensor/conv.cpp, codegen/heuristic.cpp
 // kernel_column_rows): the register tiles they get, that the weight gradient reads the forward's row-shifted copy, and
 // their values against the NOOPT kernels and the paths they replace. Against libtorch: tests/conformance conv2d/*.
+#include <functional>
 #include <optional>
 
 #include "access.hpp"
@@ -44,6 +45,24 @@ std::optional<std::pair<int, int>> weight_gemm_tile(const Shape& xs, const Shape
     if (si.kind == MetaOps::KERNEL)
       if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) return accumulators(plan->gemm_ast);
   return std::nullopt;
+}
+
+// run(grads): the forward's values (and with grads its gradients) on the path under test. They must equal those with
+// the path's switch `off` at 0 (the plain conv), and the forward must equal NOOPT's.
+void expect_like_plain_and_noopt(const std::function<std::vector<std::vector<float>>(bool)>& run, const char* off) {
+  const auto got = run(true);
+  std::vector<std::vector<float>> plain, noopt;
+  {
+    Context ctx({{off, 0}});
+    plain = run(true);
+  }
+  {
+    Context ctx({{"NOOPT", 1}});
+    noopt = run(false);
+  }
+  ASSERT_EQ(got.size(), plain.size());
+  for (size_t i = 0; i < got.size(); i++) expect_close(got[i], plain[i], 1e-4f);
+  expect_close(got[0], noopt[0], 1e-4f);
 }
 
 }  // namespace
@@ -146,19 +165,7 @@ TEST(ConvForward, RowShiftedMatchesThePlainConv) {
       if (!c.u8) ret.push_back(vals(*x.grad()));
       return ret;
     };
-    const auto rows = run(true);
-    std::vector<std::vector<float>> plain, noopt;
-    {
-      Context ctx({{"CONV_FW_ROWS", 0}});
-      plain = run(true);
-    }
-    {
-      Context ctx({{"NOOPT", 1}});
-      noopt = run(false);
-    }
-    ASSERT_EQ(rows.size(), plain.size());
-    for (size_t i = 0; i < rows.size(); i++) expect_close(rows[i], plain[i], 1e-4f);
-    expect_close(rows[0], noopt[0], 1e-4f);
+    expect_like_plain_and_noopt(run, "CONV_FW_ROWS");
   }
 }
 
@@ -215,18 +222,6 @@ TEST(ConvForward, PaddedColumnsMatchThePlainConv) {
       ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
       return ret;
     };
-    const auto cols = run(true);
-    std::vector<std::vector<float>> plain, noopt;
-    {
-      Context ctx({{"CONV_FW_COLUMNS", 0}});
-      plain = run(true);
-    }
-    {
-      Context ctx({{"NOOPT", 1}});
-      noopt = run(false);
-    }
-    ASSERT_EQ(cols.size(), plain.size());
-    for (size_t i = 0; i < cols.size(); i++) expect_close(cols[i], plain[i], 1e-4f);
-    expect_close(cols[0], noopt[0], 1e-4f);
+    expect_like_plain_and_noopt(run, "CONV_FW_COLUMNS");
   }
 }
