@@ -452,13 +452,14 @@ bool row_shift_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
   return Ox % 16 != 0 && !a.acc_dtype;
 }
 
-// A CPU forward whose last dim is padded, read at stride 1 and 7, 8 or 10 columns a register tile (heuristic.cpp
-// contiguous_tile_rows, which wants the columns unmasked): the input is copied with only its columns padded and the
-// other dims padded as a view. The tile then runs along 7-10 output columns x 2 vectors of output channels, a reduce
-// step's broadcasts from one or two lines of one image, and the rows' gates narrow the row taps
-// (codegen/narrow_reduce.cpp). With every dim a view, the column gates left 8 images as the rows, each broadcast from
-// its own image (its own line), and each output position's 256 scattered stores on 256 lines (resnet_fw, 32x64x28x28,
-// 3x3 pad 1, one core: 19-21 ms against 14-15 ms in a C model of the two loops). CONV_FW_COLUMNS=0: every dim a view.
+// A CPU forward whose last dim is padded, read at stride 1, and whose output width is a multiple of 10, 8 or 7 (the
+// rows of heuristic.cpp contiguous_tile_rows' register tile, which wants the columns unmasked): the input is copied with
+// only its columns padded and the other dims padded as a view. The tile then runs along 7-10 output columns x 2 vectors
+// of output channels, a reduce step's broadcasts from one or two lines of one image, and the rows' gates narrow the row
+// taps (codegen/narrow_reduce.cpp). With every dim a view, the column gates left 8 images as the rows, each broadcast
+// from its own image (its own line), and each output position's 256 scattered stores on 256 lines. resnet_fw
+// (32x64x28x28, 3x3 pad 1): the GEMM's CPU time 20.6-31 -> 13.2-16.5 ms plus the copy's 1.2-2 ms (loaded VM;
+// bench/NOTES_conv_bw.md, session 14). The copy is an input-sized buffer more. CONV_FW_COLUMNS=0: every dim a view.
 bool pads_columns_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
   const size_t n = K.size();
   const int64_t cin = x.shape()[1] / a.groups, W = x.shape().back(), pl = a.pad[0], pr = a.pad[1];   // (pad2d: last dim first)
