@@ -1,6 +1,7 @@
 // The CPU's conv weight gradients and one-input-channel forward (tensor/conv.cpp, codegen/heuristic.cpp
 // kernel_column_rows): the register tiles they get, that the weight gradient reads the forward's row-shifted copy, and
 // their values against the NOOPT kernels and the paths they replace. Against libtorch: tests/conformance conv2d/*.
+#include <functional>
 #include <optional>
 
 #include "access.hpp"
@@ -44,6 +45,24 @@ std::optional<std::pair<int, int>> weight_gemm_tile(const Shape& xs, const Shape
     if (si.kind == MetaOps::KERNEL)
       if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) return accumulators(plan->gemm_ast);
   return std::nullopt;
+}
+
+// run(grads): the forward's values (and with grads its gradients) on the path under test. They must equal those with
+// the path's switch `off` at 0 (the plain conv), and the forward must equal NOOPT's.
+void expect_like_plain_and_noopt(const std::function<std::vector<std::vector<float>>(bool)>& run, const char* off) {
+  const auto got = run(true);
+  std::vector<std::vector<float>> plain, noopt;
+  {
+    Context ctx({{off, 0}});
+    plain = run(true);
+  }
+  {
+    Context ctx({{"NOOPT", 1}});
+    noopt = run(false);
+  }
+  ASSERT_EQ(got.size(), plain.size());
+  for (size_t i = 0; i < got.size(); i++) expect_close(got[i], plain[i], 1e-4f);
+  expect_close(got[0], noopt[0], 1e-4f);
 }
 
 }  // namespace
@@ -146,18 +165,63 @@ TEST(ConvForward, RowShiftedMatchesThePlainConv) {
       if (!c.u8) ret.push_back(vals(*x.grad()));
       return ret;
     };
-    const auto rows = run(true);
-    std::vector<std::vector<float>> plain, noopt;
-    {
-      Context ctx({{"CONV_FW_ROWS", 0}});
-      plain = run(true);
-    }
-    {
-      Context ctx({{"NOOPT", 1}});
-      noopt = run(false);
-    }
-    ASSERT_EQ(rows.size(), plain.size());
-    for (size_t i = 0; i < rows.size(); i++) expect_close(rows[i], plain[i], 1e-4f);
-    expect_close(rows[0], noopt[0], 1e-4f);
+    expect_like_plain_and_noopt(run, "CONV_FW_ROWS");
+  }
+}
+
+// A forward whose last dim is padded reads its input from a copy with only the columns padded (tensor/conv.cpp
+// pads_columns_forward): the GEMM's tile then runs along 7 output columns (28 wide) read at stride 1, 7 x 2 vectors of
+// output channels, where the column gates left 8 images as its rows (8 x 2). CONV_FW_COLUMNS=0: every dim a view.
+TEST(ConvForward, PaddedColumnsTileOutputColumns) {
+  static const ClangRenderer ren;
+  auto gemm = [] {
+    Tensor x = Tensor::empty({32, 64, 6, 28}, kCPU), w = Tensor::empty({64, 64, 3, 3}, kCPU);
+    std::optional<Kernel> ret;
+    for (const ScheduleItem& si : x.conv2d(w, std::nullopt, 1, {1}, {1}, {1}).schedule())
+      if (si.kind == MetaOps::KERNEL)
+        if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) ret.emplace(plan->gemm_ast, ren);
+    return ret;
+  };
+  // (rows of the register tile read at stride 1 by the input, float16 accumulators)
+  auto tile = [](Kernel& k) {
+    k.hand_coded_optimizations();
+    int64_t column_rows = 0;
+    for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
+      if (k.sts[1].real_strides()[a] == 1 || k.sts[2].real_strides()[a] == 1)
+        if (k.full_shape()[a] != 16) column_rows = k.full_shape()[a];
+    int accs = 0;
+    for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC && u->dtype.count == 16;
+    return std::pair<int64_t, int>{column_rows, accs};
+  };
+  auto k = gemm();
+  ASSERT_TRUE(k);
+  EXPECT_EQ(tile(*k), (std::pair<int64_t, int>{7, 14})) << k->name();
+  Context off({{"CONV_FW_COLUMNS", 0}});
+  auto old = gemm();
+  ASSERT_TRUE(old);
+  EXPECT_EQ(tile(*old).second, 16) << "the old tile: 8 images x 2 vectors";
+  EXPECT_NE(tile(*old).first, 7) << old->name();
+}
+
+// The column-padded forward's values (padding on the columns only, asymmetric, rows strided or dilated, groups, batch
+// 1, odd sizes, 1D, bias) against the plain conv and NOOPT, and its input and weight gradients against the plain conv's.
+TEST(ConvForward, PaddedColumnsMatchThePlainConv) {
+  struct Case { Shape x, w; Shape pad, stride, dilation; int groups; };
+  for (const Case& c : {Case{{2, 16, 9, 14}, {16, 16, 3, 3}, {1}, {1}, {1}, 1}, Case{{1, 8, 5, 21}, {32, 8, 3, 3}, {0, 1}, {1}, {1}, 1},
+                        Case{{3, 8, 7, 7}, {4, 8, 3, 3}, {2, 0, 1, 1}, {1}, {1}, 1}, Case{{2, 8, 9, 8}, {8, 8, 3, 5}, {3, 2}, {2, 1}, {2, 1}, 1},
+                        Case{{2, 16, 6, 14}, {8, 8, 3, 3}, {1}, {1}, {1}, 2}, Case{{2, 32, 14}, {16, 32, 3}, {1}, {1}, {1}, 1}}) {
+    SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " pad " + to_str(c.pad));
+    auto run = [&](bool grads) {
+      Tensor x = Tensor::from<float>(data(prod(c.x), 1), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 7), c.w, kCPU);
+      Tensor b = Tensor::from<float>(data(c.w[0], 3), {c.w[0]}, kCPU);
+      if (grads) x.requires_grad_(), w.requires_grad_();
+      Tensor out = x.conv2d(w, b, c.groups, c.stride, c.dilation, c.pad);
+      std::vector<std::vector<float>> ret{vals(out)};
+      if (!grads) return ret;
+      (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
+      ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
+      return ret;
+    };
+    expect_like_plain_and_noopt(run, "CONV_FW_COLUMNS");
   }
 }

@@ -607,13 +607,14 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
 // or two lines per reduce step) instead of one line from each of 8 images 74 KB apart, and where 10 rows
 // (20-wide outputs) x 2 vectors make 20 accumulators. beautiful_mnist's conv2 forward, (512,32,24,24) x
 // (32,32,5,5), one core: 0.70 of the FMA peak tiled by images, 0.80-0.85 by 10 columns (0.96 cache-resident).
-// Needs 10 or 8 rows dividing the axis (12 x 2 accumulators spilled: conv2d_bw's dx 0.7x of 8 x 2); else, or
+// Needs 10, 8 or 7 rows dividing the axis (12 x 2 accumulators spilled: conv2d_bw's dx 0.7x of 8 x 2; 14 x 2 2.5x
+// slower than 7 x 2 in a C model of resnet_fw's 28 columns, where 7 x 2 ran 1.25-1.5x faster than 8 images); else, or
 // where no such axis is contiguous (a matmul's rows are strided in A), the largest reuse axis keeps the tile.
 std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                                                 const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
   for (const auto& [neg_size, axis] : reuse_axes) {
-    const int64_t rows = largest_divisor(-neg_size, {10, 8});
+    const int64_t rows = largest_divisor(-neg_size, {10, 8, 7});
     if (rows == 1 || k.symbolic_axis(axis)) continue;
     bool ok = true, any = false;
     for (size_t i = 1; i < k.bufs.size() && ok; i++) {

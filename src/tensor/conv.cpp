@@ -452,6 +452,26 @@ bool row_shift_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
   return Ox % 16 != 0 && !a.acc_dtype;
 }
 
+// A CPU forward whose last dim is padded, read at stride 1, and whose output width is a multiple of 10, 8 or 7 (the
+// rows of heuristic.cpp contiguous_tile_rows' register tile, which wants the columns unmasked): the input is copied with
+// only its columns padded and the other dims padded as a view. The tile then runs along 7-10 output columns x 2 vectors
+// of output channels, a reduce step's broadcasts from one or two lines of one image, and the rows' gates narrow the row
+// taps (codegen/narrow_reduce.cpp). With every dim a view, the column gates left 8 images as the rows, each broadcast
+// from its own image (its own line), and each output position's 256 scattered stores on 256 lines. resnet_fw
+// (32x64x28x28, 3x3 pad 1): the GEMM's CPU time 20.6-31 -> 13.2-16.5 ms plus the copy's 1.2-2 ms (loaded VM;
+// bench/NOTES_conv_bw.md, session 14). The copy is an input-sized buffer more. CONV_FW_COLUMNS=0: every dim a view.
+bool pads_columns_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
+  const size_t n = K.size();
+  const int64_t cin = x.shape()[1] / a.groups, W = x.shape().back(), pl = a.pad[0], pr = a.pad[1];   // (pad2d: last dim first)
+  if (x.device().rfind("CPU", 0) != 0 || !x.dtype().is_float() || a.acc_dtype || !getenv("CONV_FW_COLUMNS", 1)) return false;
+  if ((pl == 0 && pr == 0) || a.stride[n - 1] != 1 || a.dilation[n - 1] != 1) return false;
+  int64_t taps = 1;
+  for (int64_t k : K) taps *= k;
+  const int64_t Ox = W + pl + pr - K[n - 1] + 1;
+  // (a long reduce: the GEMM-like tile; shorter ones are unrolled whole)
+  return cin * taps >= 64 && Ox > 0 && (Ox % 10 == 0 || Ox % 8 == 0 || Ox % 7 == 0);
+}
+
 // The weight gradient of a strided conv (dilation 1) by phases: the taps k = r (mod s) only read the
 // padded input at positions = r (mod s), so each phase is a stride-1 weight gradient over that
 // phase's subsampled input (copied once, 1/s^n of x) with those taps; the taps interleave back.
@@ -518,6 +538,12 @@ LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
     const Tensor w1 = wt.permute({0, 1, 3, 2}).reshape({cout, cin * K[1], K[0]});   // (cout, cin*Kx, Ky)
     const Tensor out = detail::conv_pooled(xs, w1, args.groups, Shape{1}, Shape{Ox}, std::nullopt);
     return detail::lb(out.reshape({xt.shape()[0], cout, Oy, Ox}));
+  }
+  if (pads_columns_forward(xt, K, args)) {
+    std::vector<std::pair<int64_t, int64_t>> lr;
+    for (size_t j = 0; j < K.size(); j++) lr.push_back(side_pads(args.pad, K.size(), j));
+    const Tensor xp = pad_or_cut(pad_or_cut(xt, only_last(lr, true)).contiguous(), only_last(lr, false));
+    return detail::lb(detail::conv_pooled(xp, wt, args.groups, args.stride, args.dilation, std::nullopt));
   }
   return detail::lb(detail::conv_pooled(xt.pad2d(args.pad), wt, args.groups, args.stride, args.dilation, args.acc_dtype));
 }

@@ -112,6 +112,9 @@ std::vector<Case> conv_cases() {
   conv(cs, "stride23_unread_rows", {2, 3, 10, 8}, {4, 3, 3, 3}, false, {.stride = {2, 3}});
   conv(cs, "stride3_k2", {1, 2, 11, 11}, {2, 2, 2, 2}, false, {.stride = {3}});
   conv(cs, "padding_past_span", {1, 2, 5, 5}, {2, 2, 2, 2}, false, {.padding = {3}});
+  // a padded last dim copied with the columns padded, the rows a view (tensor/conv.cpp pads_columns_forward)
+  conv(cs, "padded_columns_7", {2, 8, 5, 7}, {16, 8, 3, 3}, true, {.padding = {1}});
+  conv(cs, "padded_columns_rows_strided", {2, 8, 9, 8}, {4, 8, 3, 3}, false, {.stride = {2, 1}, .dilation = {2, 1}, .padding = {2, 1}});
   conv(cs, "groups3_all_args", {2, 6, 11, 10}, {9, 2, 3, 3}, true, {.groups = 3, .stride = {2}, .dilation = {2}, .padding = {2}});
   conv(cs, "mnist_conv2_packed", {8, 32, 14, 14}, {32, 32, 5, 5}, true, {});
   // the narrowed CPU input gradient's shapes that its split at the taps takes with CONV_DX_SPLIT=1 (tensor/conv.cpp
