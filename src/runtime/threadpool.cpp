@@ -65,16 +65,17 @@ int ThreadPool::slices_per_thread() { return settings().slices; }
 
 namespace {
 // One task's share of the range, [lo, hi) packed as lo << 32 | hi: its owner takes chunks from the front, a
-// task done with its own share takes them from the back. Each on its own cache line.
+// task done with its own share takes them from the back while more than one chunk is left (the owner keeps its
+// last chunk: threads within a chunk of each other move nothing). Each on its own cache line.
 struct alignas(64) Share {
   std::atomic<uint64_t> range{0};
   int64_t chunk = 1;
-  // the next chunk from the front (owner) or the back (another task) into [lo, hi); false when none is left
+  // the next chunk from the front (owner) or the back (another task) into [lo, hi); false when none is left to take
   bool take(bool front, int64_t& lo, int64_t& hi) {
     uint64_t cur = range.load(std::memory_order_acquire);
     for (;;) {
       const int64_t l = static_cast<int64_t>(cur >> 32), h = static_cast<int64_t>(cur & 0xffffffffu);
-      if (l >= h) return false;
+      if (front ? l >= h : h - l <= chunk) return false;
       lo = front ? l : std::max(l, h - chunk), hi = front ? std::min(h, l + chunk) : h;
       const uint64_t next = front ? static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(h) : static_cast<uint64_t>(l) << 32 | static_cast<uint64_t>(lo);
       if (range.compare_exchange_weak(cur, next, std::memory_order_acq_rel)) return true;
@@ -93,8 +94,9 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
   }
   // One contiguous share a thread, as the static split (a kernel's share lands on the core whose cache holds it
   // from the kernel before), run in CPU_STEAL chunks: a thread done with its share takes the chunks another hasn't
-  // started, from the back. Idle, both finish together and nothing moves; where another process holds one core,
-  // the free thread takes over the stalled share's chunks instead of waiting for them.
+  // started, from the back, but not its last one. Idle, the threads finish within a chunk of each other and nothing
+  // moves; where another process holds one core, the free thread takes over the stalled share's chunks but one
+  // instead of waiting for them all.
   const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
   std::vector<Share> shares(static_cast<size_t>(n));
   for (int i = 0; i < n; i++) {
