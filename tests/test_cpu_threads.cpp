@@ -202,6 +202,44 @@ TEST(CpuThreads, StalledThreadHoldsOneSliceOfItsShare) {
   EXPECT_LE(held.load(), g / 8) << "the stalled thread held " << held.load() << " of " << g << " iterations";
 }
 
+// The default split (one share a thread, CPU_STEAL=8 chunks each): when the thread holding a share's first chunk
+// stalls (another process holds its core), the other thread runs its own share and then the stalled share's
+// chunks but the one after the stalled (the owner keeps its last chunk). The static split (CPU_STEAL=0, the old
+// default) held the whole half: 8 of 16 iterations.
+TEST(CpuThreads, StalledShareIsTakenOverChunkByChunk) {
+  for (int64_t steal : {8, 0}) {
+    SCOPED_TRACE("CPU_STEAL " + std::to_string(steal));
+    Context ctx({{"THREADS", 2}, {"CPU_STEAL", steal}});
+    const int64_t g = 16;
+    std::atomic<int64_t> done{0}, held{0};
+    std::atomic<bool> others_finished{false};
+    // (the static split can't finish the others while the first call waits: a short deadline there)
+    const auto wait = std::chrono::seconds(steal ? 20 : 1);
+    ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) {
+      if (lo == 0) {
+        held = hi - lo;
+        const auto end = std::chrono::steady_clock::now() + wait;
+        // everything but this call and the chunk its owner keeps
+        while (done.load() < g - 2 * (hi - lo) && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+        others_finished = done.load() == g - 2 * (hi - lo);
+      }
+      done.fetch_add(hi - lo);
+    });
+    EXPECT_EQ(done.load(), g);
+    if (steal) {
+      EXPECT_TRUE(others_finished.load()) << "the other thread didn't take the stalled share's chunks";
+      EXPECT_EQ(held.load(), 1) << "the stalled call held " << held.load() << " of " << g << " iterations";
+    } else {
+      EXPECT_EQ(held.load(), g / 2) << "CPU_STEAL=0 keeps the static halves";
+    }
+  }
+}
+
+TEST(CpuThreads, StealMustBeNonNegative) {
+  Context ctx({{"CPU_STEAL", -1}});
+  EXPECT_THROW(ThreadPool::default_threads(), Error);
+}
+
 TEST(CpuThreads, SlicesMustBePositive) {
   Context ctx({{"CPU_SLICES", 0}});
   EXPECT_THROW(ThreadPool::slices_per_thread(), Error);

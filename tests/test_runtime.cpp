@@ -89,8 +89,8 @@ TEST_F(Runtime, CpuCompileAndRunOnThreadPool) {
 TEST_F(Runtime, CpuChunksAreContiguousAndCoverTheRange) {
   Compiled& cpu = get_device("CPU");
   auto prg = cpu.runtime("ranges", cpu.compiler().compile_cached(kRangeSrc));
-  auto run = [&](int64_t g, int threads, int slices = 1) {
-    Context c({{"THREADS", threads}, {"CPU_SLICES", slices}});
+  auto run = [&](int64_t g, int threads, int slices = 1, int steal = 0) {
+    Context c({{"THREADS", threads}, {"CPU_SLICES", slices}, {"CPU_STEAL", steal}});
     Buffer out("CPU", 64, dtypes::int32);
     std::vector<int> init(64, -1), r(64);
     out.copyin(init.data(), init.size() * 4);
@@ -102,6 +102,7 @@ TEST_F(Runtime, CpuChunksAreContiguousAndCoverTheRange) {
     return chunks;
   };
   using C = std::vector<std::pair<int, int>>;
+  // CPU_STEAL=0: one static share a thread
   EXPECT_EQ(run(1, 4), (C{{0, 1}}));
   EXPECT_EQ(run(0, 4), (C{{0, 1}}));
   EXPECT_EQ(run(10, 1), (C{{0, 10}}));
@@ -110,6 +111,21 @@ TEST_F(Runtime, CpuChunksAreContiguousAndCoverTheRange) {
   // CPU_SLICES=4: 4 slices a thread, taken by whichever thread is free (threadpool.hpp parallel_range)
   EXPECT_EQ(run(20, 2, 4), (C{{0, 2}, {2, 5}, {5, 7}, {7, 10}, {10, 12}, {12, 15}, {15, 17}, {17, 20}}));
   EXPECT_EQ(run(10, 3, 4).size(), 10u);
+  // the default (CPU_STEAL=8): each share runs in chunks of ceil(share / 8), from its front by its owner and from
+  // its back by a thread done with its own; together they cover the range once, whoever ran them
+  EXPECT_EQ(run(10, 3, 1, 8), (C{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 8}, {8, 9}, {9, 10}}));
+  EXPECT_EQ(run(10, 1, 1, 8), (C{{0, 10}})) << "one thread: one call";
+  for (int steal : {1, 3, 8}) {
+    const C chunks = run(32, 2, 1, steal);
+    int next = 0;
+    for (const auto& [lo, hi] : chunks) {
+      EXPECT_EQ(lo, next) << "CPU_STEAL=" << steal << ": a gap or an overlap";
+      EXPECT_GT(hi, lo);
+      EXPECT_LE(hi - lo, (16 + steal - 1) / steal) << "CPU_STEAL=" << steal;
+      next = hi;
+    }
+    EXPECT_EQ(next, 32) << "CPU_STEAL=" << steal;
+  }
 }
 
 TEST_F(Runtime, AllocatorReusesFreedBuffers) {

@@ -52,8 +52,10 @@ const ThreadPool::Settings& ThreadPool::settings() {
   if (spin_us < 0) throw Error("POOL_SPIN_US=" + std::to_string(spin_us) + " must be >= 0 (microseconds a worker waits for the next kernel before it sleeps)");
   const int64_t slices = getenv("CPU_SLICES", 1);
   if (slices < 1) throw Error("CPU_SLICES=" + std::to_string(slices) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
+  const int64_t steal = getenv("CPU_STEAL", 8);
+  if (steal < 0) throw Error("CPU_STEAL=" + std::to_string(steal) + " must be >= 0 (chunks of a thread's share that another thread may take; 0: none)");
   global().spin_ns_.store(n <= static_cast<int64_t>(cores) ? spin_us * 1000 : 0, std::memory_order_relaxed);
-  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64))};
+  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64)), static_cast<int>(std::min<int64_t>(steal, 1024))};
   seen_generation = gen;
   return s;
 }
@@ -61,11 +63,53 @@ const ThreadPool::Settings& ThreadPool::settings() {
 int ThreadPool::default_threads() { return settings().threads; }
 int ThreadPool::slices_per_thread() { return settings().slices; }
 
+namespace {
+// One task's share of the range, [lo, hi) packed as lo << 32 | hi: its owner takes chunks from the front, a
+// task done with its own share takes them from the back while more than one chunk is left (the owner keeps its
+// last chunk: threads within a chunk of each other move nothing). Each on its own cache line.
+struct alignas(64) Share {
+  std::atomic<uint64_t> range{0};
+  int64_t chunk = 1;
+  // the next chunk from the front (owner) or the back (another task) into [lo, hi); false when none is left to take
+  bool take(bool front, int64_t& lo, int64_t& hi) {
+    uint64_t cur = range.load(std::memory_order_acquire);
+    for (;;) {
+      const int64_t l = static_cast<int64_t>(cur >> 32), h = static_cast<int64_t>(cur & 0xffffffffu);
+      if (front ? l >= h : h - l <= chunk) return false;
+      lo = front ? l : std::max(l, h - chunk), hi = front ? std::min(h, l + chunk) : h;
+      const uint64_t next = front ? static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(h) : static_cast<uint64_t>(l) << 32 | static_cast<uint64_t>(lo);
+      if (range.compare_exchange_weak(cur, next, std::memory_order_acq_rel)) return true;
+    }
+  }
+};
+}  // namespace
+
 void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn) {
   const Settings& s = settings();
   if (g <= 1 || s.threads <= 1) { fn(0, std::max<int64_t>(1, g)); return; }
-  const int n = static_cast<int>(std::min<int64_t>(g, int64_t{s.threads} * s.slices));
-  parallel_for(n, [&](int i) { fn(g * i / n, g * (i + 1) / n); });
+  if (s.slices > 1 || s.steal == 0 || g >= (int64_t{1} << 31)) {
+    const int n = static_cast<int>(std::min<int64_t>(g, int64_t{s.threads} * s.slices));
+    parallel_for(n, [&](int i) { fn(g * i / n, g * (i + 1) / n); });
+    return;
+  }
+  // One contiguous share a thread, as the static split (a kernel's share lands on the core whose cache holds it
+  // from the kernel before), run in CPU_STEAL chunks: a thread done with its share takes the chunks another hasn't
+  // started, from the back, but not its last one. Idle, the threads finish within a chunk of each other and nothing
+  // moves; where another process holds one core, the free thread takes over the stalled share's chunks but one
+  // instead of waiting for them all.
+  const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
+  std::vector<Share> shares(static_cast<size_t>(n));
+  for (int i = 0; i < n; i++) {
+    const int64_t lo = g * i / n, hi = g * (i + 1) / n;
+    shares[i].range.store(static_cast<uint64_t>(lo) << 32 | static_cast<uint64_t>(hi), std::memory_order_relaxed);
+    shares[i].chunk = std::max<int64_t>(1, (hi - lo + s.steal - 1) / s.steal);
+  }
+  parallel_for(n, [&](int i) {
+    int64_t lo = 0, hi = 0;
+    while (shares[i].take(true, lo, hi)) fn(lo, hi);
+    for (int d = 1; d < n; d++)
+      while (shares[(i + d) % n].take(false, lo, hi)) fn(lo, hi);
+  });
 }
 
 ThreadPool::~ThreadPool() {

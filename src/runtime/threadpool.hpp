@@ -26,7 +26,10 @@ class ThreadPool {
   // Default 1 (one contiguous slice a thread): on an idle 2-vCPU VM, 4 a thread ran the mnist step ~8% slower
   // (3 of 3 rounds: a kernel's slice no longer lands on the core whose cache holds it from the kernel before) and
   // matmul no faster. More slices help where another process holds one of the cores: a static half waits for its
-  // descheduled thread while the other idles (bench/NOTES_cpu_gemm.md).
+  // descheduled thread while the other idles (bench/NOTES_cpu_gemm.md). With one slice a thread, each thread's
+  // share runs in CPU_STEAL chunks (default 8; 0 = off), and a thread done with its own takes the chunks
+  // another hasn't started, from the back, all but the last: the static split's placement when the threads keep
+  // pace, and a wait of at most two chunks for a descheduled one.
   void parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn);
   static int slices_per_thread();   // CPU_SLICES env, default 1
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -36,6 +39,7 @@ class ThreadPool {
   struct Settings {
     int threads = 0;   // THREADS, else all cores
     int slices = 0;    // CPU_SLICES
+    int steal = 0;     // CPU_STEAL
   };
   static const Settings& settings();   // this thread's copy, re-read when a Context changed
   void grow(int n);
