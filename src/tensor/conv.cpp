@@ -462,7 +462,8 @@ bool row_shift_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
 // bench/NOTES_conv_bw.md, session 14). The copy is an input-sized buffer more. CONV_FW_COLUMNS=0: every dim a view.
 bool pads_columns_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
   const size_t n = K.size();
-  const int64_t cin = x.shape()[1] / a.groups, W = x.shape().back(), pl = a.pad[0], pr = a.pad[1];   // (pad2d: last dim first)
+  const int64_t cin = x.shape()[1] / a.groups, W = x.shape().back();
+  const auto [pl, pr] = side_pads(a.pad, n, n - 1);
   if (x.device().rfind("CPU", 0) != 0 || !x.dtype().is_float() || a.acc_dtype || !getenv("CONV_FW_COLUMNS", 1)) return false;
   if ((pl == 0 && pr == 0) || a.stride[n - 1] != 1 || a.dilation[n - 1] != 1) return false;
   int64_t taps = 1;
