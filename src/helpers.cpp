@@ -76,6 +76,18 @@ int64_t getenv(const std::string& key, int64_t default_value) {
   throw Error("getenv: " + key + "=" + s + " is not an integer; set it to a number like " + key + "=1");
 }
 
+double getenv_float(const std::string& key, double default_value) {
+  std::string s = getenv_str(key, "");
+  if (s.empty()) return default_value;
+  try {
+    size_t pos = 0;
+    double v = std::stod(s, &pos);
+    if (pos == s.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error("getenv: " + key + "=" + s + " is not a number; set it to a value like " + key + "=0.5");
+}
+
 Context::Context(std::initializer_list<std::pair<std::string, int64_t>> vars) {
   std::map<std::string, std::string> m;
   for (auto& [k, v] : vars) m[k] = std::to_string(v);

@@ -103,6 +103,24 @@ TEST(Helpers, ContextOverridesEnv) {
   EXPECT_THROW(tg::getenv("TG_TEST_VAR_XYZ"), Error);
 }
 
+// real-valued settings (BEAM_BUDGET, BEAM_FINAL_MARGIN): a number or the default; anything else a tg::Error naming it
+TEST(Helpers, GetenvFloatParsesOrNamesTheSetting) {
+  EXPECT_EQ(tg::getenv_float("TG_TEST_FLOAT_XYZ", 0.75), 0.75);
+  {
+    Context ctx(std::map<std::string, std::string>{{"TG_TEST_FLOAT_XYZ", "2.5e-1"}});
+    EXPECT_EQ(tg::getenv_float("TG_TEST_FLOAT_XYZ", 0.75), 0.25);
+  }
+  for (const char* bad : {"fast", "0.5s", "1,5"}) {
+    Context ctx(std::map<std::string, std::string>{{"TG_TEST_FLOAT_XYZ", bad}});
+    try {
+      tg::getenv_float("TG_TEST_FLOAT_XYZ", 0.75);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("TG_TEST_FLOAT_XYZ=" + std::string(bad)), std::string::npos) << e.what();
+    }
+  }
+}
+
 // bfloat16 on the CPU (no __bf16 arithmetic in clang 14 / gcc 12 on x86): casts go through the bits,
 // float -> bfloat16 rounds to nearest even, keeps inf and NaN; bfloat16 -> float is exact
 TEST(DType, BFloat16CastsOnTheCpu) {

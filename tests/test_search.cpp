@@ -167,6 +167,23 @@ TEST(Search, RealizeUsesBeamWhenAsked) {
   EXPECT_EQ(run(*k), run_noopt(ast));
 }
 
+// a malformed real-valued BEAM setting is a tg::Error naming it (it was std::stod's std::invalid_argument)
+TEST(Search, MalformedBudgetIsAnError) {
+  TempCache cache;
+  auto beam_ctx = hand_coded_beam();
+  Kernel k(matmul_ast(32, 64, 32), cpu());
+  auto rawbufs = bufs_from_lin(k);
+  for (const char* key : {"BEAM_BUDGET", "BEAM_MIN_PROGRESS", "BEAM_FINAL_SEC"}) {
+    Context bad(std::map<std::string, std::string>{{key, "8s"}});
+    try {
+      beam_search(k, rawbufs, 2, true, true);
+      ADD_FAILURE() << key << "=8s was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(key) + "=8s"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Search, BeamStartsFromTheHandCodedKernel) {
   TempCache cache;
   auto beam_ctx = hand_coded_beam();

@@ -772,6 +772,19 @@ TEST(TCGemm, PtxasTmaKernelAsPtx) {
   }
 }
 
+// TC_PTX_KSTEPS takes 0, 1, 2 or 4: another value is a tg::Error naming it, not a silent fall back to the C kernel
+TEST(TCGemm, PtxKstepsOutsideItsValuesIsAnError) {
+  static const CUDARenderer sm90r("sm_90");
+  const UOp ast = last_ast(mat({4096, 4096}, dtypes::half).matmul(mat({4096, 4096}, dtypes::half)));
+  Context ctx({{"TC_PTX_KSTEPS", 3}});
+  try {
+    template_program(ast, sm90r);
+    ADD_FAILURE() << "TC_PTX_KSTEPS=3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TC_PTX_KSTEPS=3"), std::string::npos) << e.what();
+  }
+}
+
 // Epilogues the PTX kernel doesn't cover take the TMA kernel in CUDA C (NVRTC): ops beyond ADD MUL MAX NEG and casts
 // (sigmoid's EXP2 and RECIP), outputs without aligned runs of 8 (N=36), and TC_PTX=0; so does a block tile of 192
 // S rows (TC_TMA_CFG; the PTX's index math takes powers of two: it threw on the H100 before). Those the bench and

@@ -19,6 +19,8 @@ class Error : public std::runtime_error {
 // process environment unless a tg::Context in scope overrides it.
 int64_t getenv(const std::string& key, int64_t default_value = 0);
 std::string getenv_str(const std::string& key, const std::string& default_value = "");
+// a real-valued setting (BEAM_BUDGET=2.5); a value that is not a number raises tg::Error
+double getenv_float(const std::string& key, double default_value);
 
 // RAII override: { tg::Context ctx({{"DEBUG", 4}}); ... }   restores on scope exit.
 class Context {

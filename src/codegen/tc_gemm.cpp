@@ -1174,7 +1174,8 @@ std::string render_tma_ptx(const Plan& p, const TmaCfg& c, const std::string& fn
   sp.fname = fname;
   sp.consumers = c.consumers, sp.bs = c.bs, sp.stages = c.stages, sp.ep_cols = c.ep_cols();
   sp.steps = static_cast<int>(getenv("TC_PTX_KSTEPS", 1));
-  need(sp.steps == 0 || sp.steps == 1 || sp.steps == 2 || sp.steps == 4);
+  if (sp.steps != 0 && sp.steps != 1 && sp.steps != 2 && sp.steps != 4)
+    throw Error("TC_PTX_KSTEPS=" + std::to_string(sp.steps) + ": the 128x256 PTX kernel takes 0 (ldmatrix + four wgmma), 1, 2 or 4 k16 steps per wgmma loop iteration");
   sp.maxnreg = getenv("TC_PTX_MAXNREG", 1) != 0;
   sp.r_kmajor = (s_is_b ? p.a : p.b).k_major, sp.s_is_b = s_is_b, sp.r_fast = out_contiguous(p, r_axes);
   const ShapeTracker out = st_of(p.store->src[1]).simplify();

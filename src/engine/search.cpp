@@ -319,7 +319,7 @@ std::optional<Timed> time_hand_coded(const Kernel& lin, const std::vector<std::s
 // its best full-size run.
 size_t final_compare(std::vector<Timed*>& fin, const std::vector<std::shared_ptr<Buffer>>& rawbufs, bool clear_l2, clk::time_point deadline) {
   const int64_t rounds = std::max<int64_t>(1, getenv("BEAM_FINAL_ROUNDS", 5));
-  const double keep = 1 - std::stod(getenv_str("BEAM_FINAL_MARGIN", "0.03"));
+  const double keep = 1 - getenv_float("BEAM_FINAL_MARGIN", 0.03);
   const bool cpu_time = !fin[0]->k->opts->has_local;   // a GPU's host time says nothing about the kernel
   std::vector<Launcher> ls;
   for (Timed* f : fin) ls.emplace_back(*f->k, f->built->p, *f->built->lib, rawbufs, std::nullopt);
@@ -442,7 +442,7 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   std::vector<Timed> beam, shortlist;   // shortlist: the best few candidates of every step, for the final compare
   std::optional<Timed> hand_coded;
   std::unordered_set<std::string> seen_srcs;
-  const double min_progress = std::stod(getenv_str("BEAM_MIN_PROGRESS", "0.01")) / 1e6;   // in us
+  const double min_progress = getenv_float("BEAM_MIN_PROGRESS", 0.01) / 1e6;   // in us
   const int64_t beam_debug = getenv("BEAM_DEBUG"), n_finalists = getenv("BEAM_FINALISTS", 2);
   const bool clear_l2 = lin.opts->has_local;   // a GPU's candidates each start from a cold L2 (see clear_caches)
   if (beam_debug) std::cout << "BEAM_SEARCH:\n" << lin.ast.str() << "\n";
@@ -456,8 +456,8 @@ std::unique_ptr<Kernel> beam_search(const Kernel& lin, const std::vector<std::sh
   const std::optional<int64_t> test_size = allow_test_size ? std::optional<int64_t>(65536) : std::nullopt;
   // BEAM_BUDGET (seconds; default 8 on the CPU, none elsewhere) ends the whole search: its last BEAM_FINAL_SEC (at most
   // a quarter of it) are the final compare's. Past the search's deadline no more candidates are compiled or timed.
-  const double budget = std::stod(getenv_str("BEAM_BUDGET", lin.opts->has_local ? "0" : "8"));
-  const double final_sec = std::min(std::stod(getenv_str("BEAM_FINAL_SEC", "0.75")), budget / 4);
+  const double budget = getenv_float("BEAM_BUDGET", lin.opts->has_local ? 0 : 8);
+  const double final_sec = std::min(getenv_float("BEAM_FINAL_SEC", 0.75), budget / 4);
   auto at = [&](double sec) { return budget > 0 ? st + std::chrono::duration_cast<clk::duration>(std::chrono::duration<double>(sec)) : clk::time_point::max(); };
   const auto deadline = at(budget - final_sec), final_deadline = at(budget);
   // the hand-coded kernel starts in the beam, timed like every candidate, and is the final compare's incumbent:
