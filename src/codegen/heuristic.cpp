@@ -610,19 +610,28 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
 // Needs 10, 8 or 7 rows dividing the axis (12 x 2 accumulators spilled: conv2d_bw's dx 0.7x of 8 x 2; 14 x 2 2.5x
 // slower than 7 x 2 in a C model of resnet_fw's 28 columns, where 7 x 2 ran 1.25-1.5x faster than 8 images); else, or
 // where no such axis is contiguous (a matmul's rows are strided in A), the largest reuse axis keeps the tile.
+// Where no axis takes 10, 8 or 7 rows, 9 or 6 (a 6-wide conv output: beautiful_mnist's conv4 forward, 8 images x 2
+// vectors before, each broadcast from its own image 16 KB away and 256 scattered stores per tile). As 6 columns x 2
+// vectors (12 accumulators), bench_kernels conv_fw 512,64,8,8,64,3,0, one thread, 4 rounds alternated: the GEMM
+// 12.8-13.2 -> 9.8-10.8 ms CPU (bench/NOTES_conv_dw.md, session 15). 6 columns x 2 rows x 2 vectors spilled (a
+// clang C model: 3x slower). CPU_TILE_SHORT_ROWS=0: 10, 8 or 7 only.
 std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                                                 const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
-  for (const auto& [neg_size, axis] : reuse_axes) {
-    const int64_t rows = largest_divisor(-neg_size, {10, 8, 7});
-    if (rows == 1 || k.symbolic_axis(axis)) continue;
-    bool ok = true, any = false;
-    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
-      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
-      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
-      any = true;
+  const bool short_rows = getenv("CPU_TILE_SHORT_ROWS", 1) != 0;
+  for (const std::initializer_list<int64_t> cands : {std::initializer_list<int64_t>{10, 8, 7}, std::initializer_list<int64_t>{9, 6}}) {
+    for (const auto& [neg_size, axis] : reuse_axes) {
+      const int64_t rows = largest_divisor(-neg_size, cands);
+      if (rows == 1 || k.symbolic_axis(axis)) continue;
+      bool ok = true, any = false;
+      for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+        if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
+        ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
+        any = true;
+      }
+      if (ok && any) return std::make_pair(axis, rows);
     }
-    if (ok && any) return std::make_pair(axis, rows);
+    if (!short_rows) break;
   }
   return std::nullopt;
 }
