@@ -226,34 +226,45 @@ TEST(ConvForward, PaddedColumnsMatchThePlainConv) {
   }
 }
 
-// A forward whose output rows are 6 (or 9) wide, where no output axis takes 10, 8 or 7 rows (heuristic.cpp
-// contiguous_tile_rows): its GEMM tiles the 6 output columns x 2 vectors of output channels (12 float16 accumulators),
-// where 8 images x 2 vectors held 16 (beautiful_mnist's conv4, 64 -> 64 channels, 8x8 -> 6x6). CPU_TILE_SHORT_ROWS=0:
-// the old tile.
+// A forward whose output rows are 6, 9 or 4 wide, where no output axis takes 10, 8 or 7 rows (heuristic.cpp
+// contiguous_tile_rows, four_column_rows): its GEMM's register tile runs along the output columns, 6 or 9 of them x 2
+// vectors of output channels, or 4 columns x 2 output rows x 2 vectors, where it held 8 images x 2 vectors
+// (beautiful_mnist's conv4, 64 -> 64 channels, 8x8 -> 6x6). Odd rows keep the 8 images with 4 columns.
+// CPU_TILE_SHORT_ROWS=0: the old tile.
 TEST(ConvForward, ShortRowsTileOutputColumns) {
   static const ClangRenderer ren;
+  // the GEMM's upcast dims after the hand-coded opts
   auto tile = [](const Shape& xs, const Shape& ws) {
     Tensor x = Tensor::empty(xs, kCPU), w = Tensor::empty(ws, kCPU);
     for (const ScheduleItem& si : x.conv2d(w).schedule())
       if (si.kind == MetaOps::KERNEL)
-        if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) return std::optional<std::pair<int, int>>(accumulators(plan->gemm_ast));
-    return std::optional<std::pair<int, int>>();
+        if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) {
+          Kernel k(plan->gemm_ast, ren);
+          k.hand_coded_optimizations();
+          return Shape(k.full_shape().begin() + k.first_upcast(), k.full_shape().end());
+        }
+    return Shape{};
   };
-  EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (std::pair<int, int>{12, 16}));   // 6 columns x 2 vectors
-  EXPECT_EQ(tile({32, 32, 11, 11}, {32, 32, 3, 3}), (std::pair<int, int>{18, 16}));   // 9 columns x 2 vectors
-  EXPECT_EQ(tile({32, 32, 12, 12}, {32, 32, 3, 3}), (std::pair<int, int>{20, 16}));   // 10 columns: unchanged
+  EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (Shape{16, 2, 6}));
+  EXPECT_EQ(tile({32, 32, 11, 11}, {32, 32, 3, 3}), (Shape{16, 2, 9}));
+  EXPECT_EQ(tile({32, 32, 6, 6}, {32, 32, 3, 3}), (Shape{16, 2, 4, 2}));
+  EXPECT_EQ(tile({32, 32, 7, 6}, {32, 32, 3, 3}), (Shape{16, 2, 8}));   // 5 rows: the images
+  EXPECT_EQ(tile({32, 32, 12, 12}, {32, 32, 3, 3}), (Shape{16, 2, 10}));   // unchanged
   Context off({{"CPU_TILE_SHORT_ROWS", 0}});
-  EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (std::pair<int, int>{16, 16}));   // 8 images x 2 vectors
+  EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (Shape{16, 2, 8}));
+  EXPECT_EQ(tile({32, 32, 6, 6}, {32, 32, 3, 3}), (Shape{16, 2, 8}));
 }
 
-// The short-row tile's values (6- and 9-wide outputs: batch 1 and 3, a 1-row output, rows strided, groups 2, bias, a
-// 12-wide output taking 6 columns) against the old tile and NOOPT, and its input and weight gradients against the old
-// tile's.
+// The short-row tiles' values (6-, 9- and 4-wide outputs: batch 1 and 3, a 1-row output, rows strided, groups 2, bias, a
+// 12-wide output taking 6 columns, 4 columns with odd rows) against the old tile and NOOPT, and their input and weight
+// gradients against the old tile's.
 TEST(ConvForward, ShortRowsMatchTheOldTile) {
   struct Case { Shape x, w; Shape pad, stride; int groups; };
   for (const Case& c : {Case{{3, 64, 8, 8}, {64, 64, 3, 3}, {0}, {1}, 1}, Case{{1, 16, 11, 13}, {32, 16, 3, 5}, {0}, {1}, 1},
                         Case{{2, 32, 3, 8}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 13, 8}, {32, 16, 3, 3}, {0}, {2, 1}, 1},
-                        Case{{2, 64, 7, 7}, {64, 32, 2, 2}, {0}, {1}, 2}, Case{{1, 32, 6, 14}, {32, 32, 3, 3}, {1, 1, 0, 0}, {1}, 1}}) {
+                        Case{{2, 64, 7, 7}, {64, 32, 2, 2}, {0}, {1}, 2}, Case{{1, 32, 6, 14}, {32, 32, 3, 3}, {1, 1, 0, 0}, {1}, 1},
+                        Case{{3, 32, 6, 6}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 7, 6}, {32, 16, 3, 3}, {0}, {1}, 1},
+                        Case{{1, 16, 10, 6}, {32, 16, 3, 3}, {0}, {2, 1}, 1}}) {
     SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " stride " + to_str(c.stride));
     auto run = [&](bool grads) {
       Tensor x = Tensor::from<float>(data(prod(c.x), 2), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 5), c.w, kCPU);
