@@ -65,6 +65,22 @@ void expect_like_plain_and_noopt(const std::function<std::vector<std::vector<flo
   expect_close(got[0], noopt[0], 1e-4f);
 }
 
+// run(grads) for expect_like_plain_and_noopt: conv(x, w, bias)'s values and, with grads, x's and w's gradients
+std::function<std::vector<std::vector<float>>(bool)> conv_run(const Shape& xs, const Shape& ws, int groups, const Shape& stride,
+                                                              const Shape& dilation, const Shape& pad) {
+  return [=](bool grads) {
+    Tensor x = Tensor::from<float>(data(prod(xs), 1), xs, kCPU), w = Tensor::from<float>(data(prod(ws), 7), ws, kCPU);
+    Tensor b = Tensor::from<float>(data(ws[0], 3), {ws[0]}, kCPU);
+    if (grads) x.requires_grad_(), w.requires_grad_();
+    Tensor out = x.conv2d(w, b, groups, stride, dilation, pad);
+    std::vector<std::vector<float>> ret{vals(out)};
+    if (!grads) return ret;
+    (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
+    ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
+    return ret;
+  };
+}
+
 }  // namespace
 
 // The weight gradient's GEMM (output channels as 2 vectors of the packed grad_output) tiles the kernel's columns whole
@@ -211,18 +227,7 @@ TEST(ConvForward, PaddedColumnsMatchThePlainConv) {
                         Case{{3, 8, 7, 7}, {4, 8, 3, 3}, {2, 0, 1, 1}, {1}, {1}, 1}, Case{{2, 8, 9, 8}, {8, 8, 3, 5}, {3, 2}, {2, 1}, {2, 1}, 1},
                         Case{{2, 16, 6, 14}, {8, 8, 3, 3}, {1}, {1}, {1}, 2}, Case{{2, 32, 14}, {16, 32, 3}, {1}, {1}, {1}, 1}}) {
     SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " pad " + to_str(c.pad));
-    auto run = [&](bool grads) {
-      Tensor x = Tensor::from<float>(data(prod(c.x), 1), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 7), c.w, kCPU);
-      Tensor b = Tensor::from<float>(data(c.w[0], 3), {c.w[0]}, kCPU);
-      if (grads) x.requires_grad_(), w.requires_grad_();
-      Tensor out = x.conv2d(w, b, c.groups, c.stride, c.dilation, c.pad);
-      std::vector<std::vector<float>> ret{vals(out)};
-      if (!grads) return ret;
-      (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
-      ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
-      return ret;
-    };
-    expect_like_plain_and_noopt(run, "CONV_FW_COLUMNS");
+    expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, c.stride, c.dilation, c.pad), "CONV_FW_COLUMNS");
   }
 }
 
@@ -266,18 +271,7 @@ TEST(ConvForward, ShortRowsMatchTheOldTile) {
                         Case{{3, 32, 6, 6}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 7, 6}, {32, 16, 3, 3}, {0}, {1}, 1},
                         Case{{1, 16, 10, 6}, {32, 16, 3, 3}, {0}, {2, 1}, 1}}) {
     SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " stride " + to_str(c.stride));
-    auto run = [&](bool grads) {
-      Tensor x = Tensor::from<float>(data(prod(c.x), 2), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 5), c.w, kCPU);
-      Tensor b = Tensor::from<float>(data(c.w[0], 3), {c.w[0]}, kCPU);
-      if (grads) x.requires_grad_(), w.requires_grad_();
-      Tensor out = x.conv2d(w, b, c.groups, c.stride, {1}, c.pad);
-      std::vector<std::vector<float>> ret{vals(out)};
-      if (!grads) return ret;
-      (out * Tensor::from<float>(data(prod(out.shape()), 13), out.shape(), kCPU)).sum().backward();
-      ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
-      return ret;
-    };
-    expect_like_plain_and_noopt(run, "CPU_TILE_SHORT_ROWS");
+    expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, c.stride, Shape{1}, c.pad), "CPU_TILE_SHORT_ROWS");
   }
 }
 
@@ -307,17 +301,6 @@ TEST(ConvForward, AlignedColumnCopyLoadsFloat4) {
                         Case{{2, 8, 4, 11}, {8, 8, 3, 3}, {0, 5, 1, 0}, 1}, Case{{2, 8, 4, 9}, {8, 8, 3, 5}, {5, 0, 0, 2}, 1},
                         Case{{2, 16, 5, 10}, {16, 8, 3, 3}, {4, 4, 1, 1}, 2}}) {
     SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " pad " + to_str(c.pad));
-    auto run = [&](bool grads) {
-      Tensor x = Tensor::from<float>(data(prod(c.x), 4), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 9), c.w, kCPU);
-      Tensor b = Tensor::from<float>(data(c.w[0], 1), {c.w[0]}, kCPU);
-      if (grads) x.requires_grad_(), w.requires_grad_();
-      Tensor out = x.conv2d(w, b, c.groups, {1}, {1}, c.pad);
-      std::vector<std::vector<float>> ret{vals(out)};
-      if (!grads) return ret;
-      (out * Tensor::from<float>(data(prod(out.shape()), 6), out.shape(), kCPU)).sum().backward();
-      ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
-      return ret;
-    };
-    expect_like_plain_and_noopt(run, "CONV_FW_ALIGNED_COPY");
+    expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, Shape{1}, Shape{1}, c.pad), "CONV_FW_ALIGNED_COPY");
   }
 }
