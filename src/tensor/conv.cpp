@@ -476,9 +476,9 @@ bool pads_columns_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
 // pads_columns_forward's copy: x with its last dim padded by (pl, pr), as a view of a copy whose padding is rounded
 // up to whole groups of 4 on both sides. Every 4 columns of the copy are then all zeros or all of x, so the copy runs
 // as one float4 load (under one gate) and store per group (the CPU heuristics' last-axis upcast by 4, the vectorizer's
-// gated vector loads); padded exactly (28 + 1 + 1 = 30 columns) it ran scalar, one gate per column: resnet_fw's copy
-// 1.8-2.0 -> 1.1-1.2 ms, one core, a clang C model (bench/NOTES_conv_dw.md, session 15). The copy is up to 6 columns
-// wider (36 for 30). CONV_FW_ALIGNED_COPY=0: the exact padding.
+// gated vector loads); padded exactly (28 + 1 + 1 = 30 columns) it ran scalar, one gate per column. resnet_fw's copy,
+// bench_kernels, CPU ms: 1.2-2.4 -> 0.57-0.85 (1 and 2 threads, 10 rounds alternated; bench/NOTES_conv_dw.md, session
+// 15). The copy is up to 6 columns wider (36 for 30). CONV_FW_ALIGNED_COPY=0: the exact padding.
 Tensor aligned_column_copy(const Tensor& x, std::pair<int64_t, int64_t> pads) {
   const size_t n = x.shape().size() - 2;
   auto last = [n](std::pair<int64_t, int64_t> p) {
