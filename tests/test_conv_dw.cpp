@@ -231,8 +231,8 @@ TEST(ConvForward, PaddedColumnsMatchThePlainConv) {
   }
 }
 
-// A forward whose output rows are 6, 9 or 4 wide, where no output axis takes 10, 8 or 7 rows (heuristic.cpp
-// contiguous_tile_rows, four_column_rows): its GEMM's register tile runs along the output columns, 6 or 9 of them x 2
+// A forward whose output rows are 6, 9, 5 or 4 wide, where no output axis takes 10, 8 or 7 rows (heuristic.cpp
+// contiguous_tile_rows, four_column_rows): its GEMM's register tile runs along the output columns, 6, 9 or 5 of them x 2
 // vectors of output channels, or 4 columns x 2 output rows x 2 vectors, where it held 8 images x 2 vectors
 // (beautiful_mnist's conv4, 64 -> 64 channels, 8x8 -> 6x6). Odd rows keep the 8 images with 4 columns.
 // CPU_TILE_SHORT_ROWS=0: the old tile.
@@ -252,6 +252,7 @@ TEST(ConvForward, ShortRowsTileOutputColumns) {
   };
   EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (Shape{16, 2, 6}));
   EXPECT_EQ(tile({32, 32, 11, 11}, {32, 32, 3, 3}), (Shape{16, 2, 9}));
+  EXPECT_EQ(tile({32, 32, 7, 7}, {32, 32, 3, 3}), (Shape{16, 2, 5}));
   EXPECT_EQ(tile({32, 32, 6, 6}, {32, 32, 3, 3}), (Shape{16, 2, 4, 2}));
   EXPECT_EQ(tile({32, 32, 7, 6}, {32, 32, 3, 3}), (Shape{16, 2, 8}));   // 5 rows: the images
   EXPECT_EQ(tile({32, 32, 12, 12}, {32, 32, 3, 3}), (Shape{16, 2, 10}));   // unchanged
@@ -260,7 +261,7 @@ TEST(ConvForward, ShortRowsTileOutputColumns) {
   EXPECT_EQ(tile({32, 32, 6, 6}, {32, 32, 3, 3}), (Shape{16, 2, 8}));
 }
 
-// The short-row tiles' values (6-, 9- and 4-wide outputs: batch 1 and 3, a 1-row output, rows strided, groups 2, bias, a
+// The short-row tiles' values (6-, 9-, 5- and 4-wide outputs: batch 1 and 3, a 1-row output, rows strided, groups 2, bias, a
 // 12-wide output taking 6 columns, 4 columns with odd rows) against the old tile and NOOPT, and their input and weight
 // gradients against the old tile's.
 TEST(ConvForward, ShortRowsMatchTheOldTile) {
@@ -269,7 +270,7 @@ TEST(ConvForward, ShortRowsMatchTheOldTile) {
                         Case{{2, 32, 3, 8}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 13, 8}, {32, 16, 3, 3}, {0}, {2, 1}, 1},
                         Case{{2, 64, 7, 7}, {64, 32, 2, 2}, {0}, {1}, 2}, Case{{1, 32, 6, 14}, {32, 32, 3, 3}, {1, 1, 0, 0}, {1}, 1},
                         Case{{3, 32, 6, 6}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 7, 6}, {32, 16, 3, 3}, {0}, {1}, 1},
-                        Case{{1, 16, 10, 6}, {32, 16, 3, 3}, {0}, {2, 1}, 1}}) {
+                        Case{{1, 16, 10, 6}, {32, 16, 3, 3}, {0}, {2, 1}, 1}, Case{{2, 16, 7, 7}, {32, 16, 3, 3}, {0}, {1}, 1}}) {
     SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " stride " + to_str(c.stride));
     expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, c.stride, Shape{1}, c.pad), "CPU_TILE_SHORT_ROWS");
   }

@@ -610,19 +610,20 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
 // Needs 10, 8 or 7 rows dividing the axis (12 x 2 accumulators spilled: conv2d_bw's dx 0.7x of 8 x 2; 14 x 2 2.5x
 // slower than 7 x 2 in a C model of resnet_fw's 28 columns, where 7 x 2 ran 1.25-1.5x faster than 8 images); else, or
 // where no such axis is contiguous (a matmul's rows are strided in A), the largest reuse axis keeps the tile.
-// Where no axis takes 10, 8 or 7 rows, 9 or 6 (a 6-wide conv output: beautiful_mnist's conv4 forward, 8 images x 2
+// Where no axis takes 10, 8 or 7 rows, 9, 6 or 5 (a 6-wide conv output: beautiful_mnist's conv4 forward, 8 images x 2
 // vectors before, each broadcast from its own image 16 KB away and 256 scattered stores per tile). As 6 columns x 2
 // vectors (12 accumulators), bench_kernels conv_fw 512,64,8,8,64,3,0, one thread, 4 rounds alternated: the GEMM
-// 12.8-13.2 -> 9.8-10.8 ms CPU (bench/NOTES_conv_dw.md, session 15). 6 columns x 2 rows x 2 vectors spilled (a
-// clang C model: 3x slower). CPU_TILE_SHORT_ROWS=0: 10, 8 or 7 only.
+// 12.8-13.2 -> 9.8-10.8 ms CPU; 5 columns (7x7 inputs) 9.6-13.0 -> 7.9-10.4 ms (bench/NOTES_conv_dw.md, session 15).
+// 6 columns x 2 rows x 2 vectors spilled (a clang C model: 3x slower). CPU_TILE_SHORT_ROWS=0: 10, 8 or 7 only.
 std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                                                 const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
   const bool short_rows = getenv("CPU_TILE_SHORT_ROWS", 1) != 0;
-  for (const std::initializer_list<int64_t> cands : {std::initializer_list<int64_t>{10, 8, 7}, std::initializer_list<int64_t>{9, 6}}) {
+  for (const bool short_tier : {false, true}) {
     for (const auto& [neg_size, axis] : reuse_axes) {
-      const int64_t rows = largest_divisor(-neg_size, cands);
-      if (rows == 1 || k.symbolic_axis(axis)) continue;
+      const int64_t rows = short_tier ? largest_divisor(-neg_size, {9, 6, 5}) : largest_divisor(-neg_size, {10, 8, 7});
+      // (the short rows only along the output's columns: a weight gradient's kx keeps kernel_column_rows' tile)
+      if (rows == 1 || k.symbolic_axis(axis) || (short_tier && stride_of(k, 0, axis) != 1)) continue;
       bool ok = true, any = false;
       for (size_t i = 1; i < k.bufs.size() && ok; i++) {
         if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
@@ -667,7 +668,8 @@ std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<siz
   return std::nullopt;
 }
 
-// A forward conv's output rows of 4 columns (no row count of contiguous_tile_rows divides them): the columns whole
+// A forward conv's output rows of 4 columns (no row count of contiguous_tile_rows divides them; 4 x 2 vectors would
+// hold only 8 accumulators): the columns whole
 // (an output axis contiguous in the output and read at stride 1, unmasked, by the scalar-read input) times 2 of the
 // axis just outside them (the output rows), 8 rows x 2 vectors: the broadcasts from 2 lines of one image per reduce
 // step, where 8 images x 2 vectors read 8 lines (16 KB apart). bench_kernels conv_fw 512,64,6,6,64,3,0, one thread, 5

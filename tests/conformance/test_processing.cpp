@@ -142,6 +142,7 @@ std::vector<Case> conv_cases() {
   conv(cs, "short_rows_9_rows_strided", {32, 16, 13, 11}, {32, 16, 3, 3}, false, {.stride = {2, 1}});
   conv(cs, "short_rows_4_by_2", {32, 16, 6, 6}, {32, 16, 3, 3}, true, {});
   conv(cs, "short_rows_4_odd_rows", {32, 16, 7, 6}, {32, 16, 3, 3}, false, {});
+  conv(cs, "short_rows_5", {32, 16, 7, 7}, {32, 16, 3, 3}, true, {});
   conv(cs, "aligned_copy_pad2", {2, 16, 5, 12}, {16, 16, 3, 3}, true, {.padding = {1, 2}});
   conv(cs, "aligned_copy_21_batch1", {1, 8, 3, 21}, {8, 8, 3, 3}, false, {.padding = {0, 1}});
   cs.push_back(pair("conv2d/nhwc_input", {F({1, 5, 5, 2}), F({3, 2, 3, 3})}, TG(op::permute(x[0], {0, 3, 1, 2}).conv2d(x[1])),
