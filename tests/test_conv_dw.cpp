@@ -65,6 +65,22 @@ void expect_like_plain_and_noopt(const std::function<std::vector<std::vector<flo
   expect_close(got[0], noopt[0], 1e-4f);
 }
 
+// run(grads) for expect_like_plain_and_noopt: conv(x, w, bias)'s values and, with grads, x's and w's gradients
+std::function<std::vector<std::vector<float>>(bool)> conv_run(const Shape& xs, const Shape& ws, int groups, const Shape& stride,
+                                                              const Shape& dilation, const Shape& pad) {
+  return [=](bool grads) {
+    Tensor x = Tensor::from<float>(data(prod(xs), 1), xs, kCPU), w = Tensor::from<float>(data(prod(ws), 7), ws, kCPU);
+    Tensor b = Tensor::from<float>(data(ws[0], 3), {ws[0]}, kCPU);
+    if (grads) x.requires_grad_(), w.requires_grad_();
+    Tensor out = x.conv2d(w, b, groups, stride, dilation, pad);
+    std::vector<std::vector<float>> ret{vals(out)};
+    if (!grads) return ret;
+    (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
+    ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
+    return ret;
+  };
+}
+
 }  // namespace
 
 // The weight gradient's GEMM (output channels as 2 vectors of the packed grad_output) tiles the kernel's columns whole
@@ -211,17 +227,81 @@ TEST(ConvForward, PaddedColumnsMatchThePlainConv) {
                         Case{{3, 8, 7, 7}, {4, 8, 3, 3}, {2, 0, 1, 1}, {1}, {1}, 1}, Case{{2, 8, 9, 8}, {8, 8, 3, 5}, {3, 2}, {2, 1}, {2, 1}, 1},
                         Case{{2, 16, 6, 14}, {8, 8, 3, 3}, {1}, {1}, {1}, 2}, Case{{2, 32, 14}, {16, 32, 3}, {1}, {1}, {1}, 1}}) {
     SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " pad " + to_str(c.pad));
-    auto run = [&](bool grads) {
-      Tensor x = Tensor::from<float>(data(prod(c.x), 1), c.x, kCPU), w = Tensor::from<float>(data(prod(c.w), 7), c.w, kCPU);
-      Tensor b = Tensor::from<float>(data(c.w[0], 3), {c.w[0]}, kCPU);
-      if (grads) x.requires_grad_(), w.requires_grad_();
-      Tensor out = x.conv2d(w, b, c.groups, c.stride, c.dilation, c.pad);
-      std::vector<std::vector<float>> ret{vals(out)};
-      if (!grads) return ret;
-      (out * Tensor::from<float>(data(prod(out.shape()), 11), out.shape(), kCPU)).sum().backward();
-      ret.push_back(vals(*x.grad())), ret.push_back(vals(*w.grad()));
-      return ret;
-    };
-    expect_like_plain_and_noopt(run, "CONV_FW_COLUMNS");
+    expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, c.stride, c.dilation, c.pad), "CONV_FW_COLUMNS");
+  }
+}
+
+// A forward whose output rows are 6, 9, 5 or 4 wide, where no output axis takes 10, 8 or 7 rows (heuristic.cpp
+// contiguous_tile_rows, four_column_rows): its GEMM's register tile runs along the output columns, 6, 9 or 5 of them x 2
+// vectors of output channels, or 4 columns x 2 output rows x 2 vectors, where it held 8 images x 2 vectors
+// (beautiful_mnist's conv4, 64 -> 64 channels, 8x8 -> 6x6). Odd rows keep the 8 images with 4 columns.
+// CPU_TILE_SHORT_ROWS=0: the old tile.
+TEST(ConvForward, ShortRowsTileOutputColumns) {
+  static const ClangRenderer ren;
+  // the GEMM's upcast dims after the hand-coded opts
+  auto tile = [](const Shape& xs, const Shape& ws) {
+    Tensor x = Tensor::empty(xs, kCPU), w = Tensor::empty(ws, kCPU);
+    for (const ScheduleItem& si : x.conv2d(w).schedule())
+      if (si.kind == MetaOps::KERNEL)
+        if (auto plan = cpu_gemm_pack(Access::uop(si.ast), ren)) {
+          Kernel k(plan->gemm_ast, ren);
+          k.hand_coded_optimizations();
+          return Shape(k.full_shape().begin() + k.first_upcast(), k.full_shape().end());
+        }
+    return Shape{};
+  };
+  EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (Shape{16, 2, 6}));
+  EXPECT_EQ(tile({32, 32, 11, 11}, {32, 32, 3, 3}), (Shape{16, 2, 9}));
+  EXPECT_EQ(tile({32, 32, 7, 7}, {32, 32, 3, 3}), (Shape{16, 2, 5}));
+  EXPECT_EQ(tile({32, 32, 6, 6}, {32, 32, 3, 3}), (Shape{16, 2, 4, 2}));
+  EXPECT_EQ(tile({32, 32, 7, 6}, {32, 32, 3, 3}), (Shape{16, 2, 8}));   // 5 rows: the images
+  EXPECT_EQ(tile({32, 32, 12, 12}, {32, 32, 3, 3}), (Shape{16, 2, 10}));   // unchanged
+  Context off({{"CPU_TILE_SHORT_ROWS", 0}});
+  EXPECT_EQ(tile({32, 64, 8, 8}, {64, 64, 3, 3}), (Shape{16, 2, 8}));
+  EXPECT_EQ(tile({32, 32, 6, 6}, {32, 32, 3, 3}), (Shape{16, 2, 8}));
+}
+
+// The short-row tiles' values (6-, 9-, 5- and 4-wide outputs: batch 1 and 3, a 1-row output, rows strided, groups 2, bias, a
+// 12-wide output taking 6 columns, 4 columns with odd rows) against the old tile and NOOPT, and their input and weight
+// gradients against the old tile's.
+TEST(ConvForward, ShortRowsMatchTheOldTile) {
+  struct Case { Shape x, w; Shape pad, stride; int groups; };
+  for (const Case& c : {Case{{3, 64, 8, 8}, {64, 64, 3, 3}, {0}, {1}, 1}, Case{{1, 16, 11, 13}, {32, 16, 3, 5}, {0}, {1}, 1},
+                        Case{{2, 32, 3, 8}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 13, 8}, {32, 16, 3, 3}, {0}, {2, 1}, 1},
+                        Case{{2, 64, 7, 7}, {64, 32, 2, 2}, {0}, {1}, 2}, Case{{1, 32, 6, 14}, {32, 32, 3, 3}, {1, 1, 0, 0}, {1}, 1},
+                        Case{{3, 32, 6, 6}, {32, 32, 3, 3}, {0}, {1}, 1}, Case{{2, 16, 7, 6}, {32, 16, 3, 3}, {0}, {1}, 1},
+                        Case{{1, 16, 10, 6}, {32, 16, 3, 3}, {0}, {2, 1}, 1}, Case{{2, 16, 7, 7}, {32, 16, 3, 3}, {0}, {1}, 1}}) {
+    SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " stride " + to_str(c.stride));
+    expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, c.stride, Shape{1}, c.pad), "CPU_TILE_SHORT_ROWS");
+  }
+}
+
+// The column-padded forward's copy (tensor/conv.cpp aligned_column_copy) pads to whole groups of 4 columns: it loads
+// a float4 under one gate per group and no scalar gated float (padded exactly, 28 + 2 columns, every load was a gated
+// float). Its values (pads 1/1, 2/3, 0/5, 5/0, 4/4, widths not a multiple of 4, batch 1, groups, bias) against the exact
+// padding's (CONV_FW_ALIGNED_COPY=0) and NOOPT.
+TEST(ConvForward, AlignedColumnCopyLoadsFloat4) {
+  static const ClangRenderer ren;
+  auto copy_src = [] {
+    Tensor x = Tensor::empty({4, 64, 6, 28}, kCPU), w = Tensor::empty({64, 64, 3, 3}, kCPU);
+    for (const ScheduleItem& si : x.conv2d(w, std::nullopt, 1, {1}, {1}, {1}).schedule())
+      if (si.kind == MetaOps::KERNEL && !cpu_gemm_pack(Access::uop(si.ast), ren) && Access::uop(si.ast)->src[0]->src.size() >= 3) {
+        Kernel k(Access::uop(si.ast), ren);
+        if (k.reduceop()) continue;
+        k.hand_coded_optimizations();
+        const std::string src = k.to_program().src;
+        if (src.find("data1") != std::string::npos && prod(k.full_shape()) >= 4 * 64 * 6 * 28) return src;
+      }
+    return std::string();
+  };
+  const std::string src = copy_src();
+  EXPECT_NE(src.find("?({float4 v_; __builtin_memcpy(&v_, data1+"), std::string::npos) << src;
+  EXPECT_EQ(src.find("?data1["), std::string::npos) << "a scalar gated load left:\n" << src;
+  struct Case { Shape x, w; Shape pad; int groups; };
+  for (const Case& c : {Case{{2, 16, 6, 28}, {16, 16, 3, 3}, {1}, 1}, Case{{1, 8, 5, 13}, {16, 8, 3, 3}, {2, 3, 1, 1}, 1},
+                        Case{{2, 8, 4, 11}, {8, 8, 3, 3}, {0, 5, 1, 0}, 1}, Case{{2, 8, 4, 9}, {8, 8, 3, 5}, {5, 0, 0, 2}, 1},
+                        Case{{2, 16, 5, 10}, {16, 8, 3, 3}, {4, 4, 1, 1}, 2}}) {
+    SCOPED_TRACE(to_str(c.x) + " x " + to_str(c.w) + " pad " + to_str(c.pad));
+    expect_like_plain_and_noopt(conv_run(c.x, c.w, c.groups, Shape{1}, Shape{1}, c.pad), "CONV_FW_ALIGNED_COPY");
   }
 }

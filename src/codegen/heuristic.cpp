@@ -610,19 +610,29 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
 // Needs 10, 8 or 7 rows dividing the axis (12 x 2 accumulators spilled: conv2d_bw's dx 0.7x of 8 x 2; 14 x 2 2.5x
 // slower than 7 x 2 in a C model of resnet_fw's 28 columns, where 7 x 2 ran 1.25-1.5x faster than 8 images); else, or
 // where no such axis is contiguous (a matmul's rows are strided in A), the largest reuse axis keeps the tile.
+// Where no axis takes 10, 8 or 7 rows, 9, 6 or 5 (a 6-wide conv output: beautiful_mnist's conv4 forward, 8 images x 2
+// vectors before, each broadcast from its own image 16 KB away and 256 scattered stores per tile). As 6 columns x 2
+// vectors (12 accumulators), bench_kernels conv_fw 512,64,8,8,64,3,0, one thread, 4 rounds alternated: the GEMM
+// 12.8-13.2 -> 9.8-10.8 ms CPU; 5 columns (7x7 inputs) 9.6-13.0 -> 7.9-10.4 ms (bench/NOTES_conv_dw.md, session 15).
+// 6 columns x 2 rows x 2 vectors spilled (a clang C model: 3x slower). CPU_TILE_SHORT_ROWS=0: 10, 8 or 7 only.
 std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                                                 const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
-  for (const auto& [neg_size, axis] : reuse_axes) {
-    const int64_t rows = largest_divisor(-neg_size, {10, 8, 7});
-    if (rows == 1 || k.symbolic_axis(axis)) continue;
-    bool ok = true, any = false;
-    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
-      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
-      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
-      any = true;
+  const bool short_rows = getenv("CPU_TILE_SHORT_ROWS", 1) != 0;
+  for (const bool short_tier : {false, true}) {
+    for (const auto& [neg_size, axis] : reuse_axes) {
+      const int64_t rows = short_tier ? largest_divisor(-neg_size, {9, 6, 5}) : largest_divisor(-neg_size, {10, 8, 7});
+      // (the short rows only along the output's columns: a weight gradient's kx keeps kernel_column_rows' tile)
+      if (rows == 1 || k.symbolic_axis(axis) || (short_tier && stride_of(k, 0, axis) != 1)) continue;
+      bool ok = true, any = false;
+      for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+        if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
+        ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
+        any = true;
+      }
+      if (ok && any) return std::make_pair(axis, rows);
     }
-    if (ok && any) return std::make_pair(axis, rows);
+    if (!short_rows) break;
   }
   return std::nullopt;
 }
@@ -654,6 +664,36 @@ std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<siz
     for (int64_t m : {3, 2})
       for (const auto& [neg_other, other] : reuse_axes)
         if (other != axis && !k.symbolic_axis(other) && n * m <= kMaxRows && -neg_other % m == 0) return TapRows{axis, other, m};
+  }
+  return std::nullopt;
+}
+
+// A forward conv's output rows of 4 columns (no row count of contiguous_tile_rows divides them; 4 x 2 vectors would
+// hold only 8 accumulators): the columns whole
+// (an output axis contiguous in the output and read at stride 1, unmasked, by the scalar-read input) times 2 of the
+// axis just outside them (the output rows), 8 rows x 2 vectors: the broadcasts from 2 lines of one image per reduce
+// step, where 8 images x 2 vectors read 8 lines (16 KB apart). bench_kernels conv_fw 512,64,6,6,64,3,0, one thread, 5
+// rounds alternated: 5.2-9.3 -> 4.0-6.1 ms CPU. Not 3 or 5 columns, nor the images as the other axis: there the
+// vectorizer groups the window's columns into float4 loads and the accumulators follow (float4 + 1 lanes): 5 columns x 2
+// images 8.6-8.9 -> 32-36 ms, 3 x 3 rows 3.0 -> 46-59 ms, 4 columns x 2 images 7.2-7.4 -> 28-38 ms (same rounds;
+// bench/NOTES_conv_dw.md, session 15). Returns (columns, rows axis, 2). CPU_TILE_SHORT_ROWS=0: 8 images.
+std::optional<TapRows> four_column_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
+                                        const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
+  if (vector_inputs.empty() || !getenv("CPU_TILE_SHORT_ROWS", 1)) return std::nullopt;
+  auto reused = [&](int64_t a) {
+    return std::any_of(reuse_axes.begin(), reuse_axes.end(), [a](const auto& r) { return std::get<1>(r) == a; });
+  };
+  for (const auto& [neg_size, axis] : reuse_axes) {
+    if (-neg_size != 4 || axis == 0 || k.symbolic_axis(axis) || stride_of(k, 0, axis) != 1) continue;
+    const int64_t rows = axis - 1;
+    if (!reused(rows) || k.symbolic_axis(rows) || k.full_shape()[rows] % 2 != 0) continue;
+    bool ok = true, any = false;
+    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
+      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
+      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
+      any = true;
+    }
+    if (ok && any) return TapRows{axis, rows, 2};
   }
   return std::nullopt;
 }
@@ -700,12 +740,14 @@ void cpu_optimizations(Kernel& k) {
       }
   std::sort(choices.begin(), choices.end());
   int64_t rows = choices.empty() ? 1 : tile_rows(std::get<1>(choices[0]));
-  if (auto c = contiguous_tile_rows(k, vector_inputs, reuse_axes)) {
-    if (debug() >= 4) std::cout << "cpu contiguous tile rows : axis " << c->first << " by " << c->second << "\n";
-    choices.insert(choices.begin(), {-k.full_shape()[c->first], c->first});
-    rows = c->second;
+  const auto contiguous = contiguous_tile_rows(k, vector_inputs, reuse_axes);
+  if (contiguous) {
+    if (debug() >= 4) std::cout << "cpu contiguous tile rows : axis " << contiguous->first << " by " << contiguous->second << "\n";
+    choices.insert(choices.begin(), {-k.full_shape()[contiguous->first], contiguous->first});
+    rows = contiguous->second;
   }
-  const std::optional<TapRows> taps = kernel_column_rows(k, vector_inputs, reuse_axes);
+  std::optional<TapRows> taps = kernel_column_rows(k, vector_inputs, reuse_axes);
+  if (!taps && !contiguous) taps = four_column_rows(k, vector_inputs, reuse_axes);
   const int64_t fr_before = k.first_reduce();
   bool one_vector = false;   // the vector axis is exactly one vector: no second vector per tile row
   bool two_vectors = false;   // two vectors per tile row

@@ -473,6 +473,25 @@ bool pads_columns_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
   return cin * taps >= 64 && Ox > 0 && (Ox % 10 == 0 || Ox % 8 == 0 || Ox % 7 == 0);
 }
 
+// pads_columns_forward's copy: x with its last dim padded by (pl, pr), as a view of a copy whose padding is rounded
+// up to whole groups of 4 on both sides. Every 4 columns of the copy are then all zeros or all of x, so the copy runs
+// as one float4 load (under one gate) and store per group (the CPU heuristics' last-axis upcast by 4, the vectorizer's
+// gated vector loads); padded exactly (28 + 1 + 1 = 30 columns) it ran scalar, one gate per column. resnet_fw's copy,
+// bench_kernels, CPU ms: 1.2-2.4 -> 0.57-0.85 (1 and 2 threads, 10 rounds alternated; bench/NOTES_conv_dw.md, session
+// 15). The copy is up to 6 columns wider (36 for 30). CONV_FW_ALIGNED_COPY=0: the exact padding.
+Tensor aligned_column_copy(const Tensor& x, std::pair<int64_t, int64_t> pads) {
+  const size_t n = x.shape().size() - 2;
+  auto last = [n](std::pair<int64_t, int64_t> p) {
+    std::vector<std::pair<int64_t, int64_t>> lr(n, {0, 0});
+    lr.back() = p;
+    return lr;
+  };
+  if (!getenv("CONV_FW_ALIGNED_COPY", 1)) return pad_or_cut(x, last(pads)).contiguous();
+  const int64_t W = x.shape().back(), l4 = (pads.first + 3) / 4 * 4, width = (l4 + W + pads.second + 3) / 4 * 4;
+  const Tensor copy = pad_or_cut(x, last({l4, width - l4 - W})).contiguous();
+  return pad_or_cut(copy, last({pads.first - l4, pads.second - (width - l4 - W)}));
+}
+
 // The weight gradient of a strided conv (dilation 1) by phases: the taps k = r (mod s) only read the
 // padded input at positions = r (mod s), so each phase is a stride-1 weight gradient over that
 // phase's subsampled input (copied once, 1/s^n of x) with those taps; the taps interleave back.
@@ -543,7 +562,7 @@ LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
   if (pads_columns_forward(xt, K, args)) {
     std::vector<std::pair<int64_t, int64_t>> lr;
     for (size_t j = 0; j < K.size(); j++) lr.push_back(side_pads(args.pad, K.size(), j));
-    const Tensor xp = pad_or_cut(pad_or_cut(xt, only_last(lr, true)).contiguous(), only_last(lr, false));
+    const Tensor xp = pad_or_cut(aligned_column_copy(xt, lr.back()), only_last(lr, false));
     return detail::lb(detail::conv_pooled(xp, wt, args.groups, args.stride, args.dilation, std::nullopt));
   }
   return detail::lb(detail::conv_pooled(xt.pad2d(args.pad), wt, args.groups, args.stride, args.dilation, args.acc_dtype));

@@ -136,6 +136,15 @@ std::vector<Case> conv_cases() {
   conv(cs, "rows_fw_padded_odd", {1, 1, 9, 13}, {5, 1, 3, 5}, true, {.padding = {1, 2}});
   conv(cs, "rows_fw_1x7", {2, 1, 1, 7}, {3, 1, 1, 3}, false, {});
   conv(cs, "rows_fw_groups2", {2, 4, 10, 9}, {6, 2, 3, 3}, true, {.groups = 2, .padding = {1}});
+  // the forward's short-row tile (heuristic.cpp contiguous_tile_rows: 6 or 9 output columns) and the column-padded
+  // forward's copy padded to groups of 4 columns (tensor/conv.cpp aligned_column_copy)
+  conv(cs, "short_rows_6", {32, 32, 8, 8}, {32, 32, 3, 3}, true, {});
+  conv(cs, "short_rows_9_rows_strided", {32, 16, 13, 11}, {32, 16, 3, 3}, false, {.stride = {2, 1}});
+  conv(cs, "short_rows_4_by_2", {32, 16, 6, 6}, {32, 16, 3, 3}, true, {});
+  conv(cs, "short_rows_4_odd_rows", {32, 16, 7, 6}, {32, 16, 3, 3}, false, {});
+  conv(cs, "short_rows_5", {32, 16, 7, 7}, {32, 16, 3, 3}, true, {});
+  conv(cs, "aligned_copy_pad2", {2, 16, 5, 12}, {16, 16, 3, 3}, true, {.padding = {1, 2}});
+  conv(cs, "aligned_copy_21_batch1", {1, 8, 3, 21}, {8, 8, 3, 3}, false, {.padding = {0, 1}});
   cs.push_back(pair("conv2d/nhwc_input", {F({1, 5, 5, 2}), F({3, 2, 3, 3})}, TG(op::permute(x[0], {0, 3, 1, 2}).conv2d(x[1])),
                     TH(torch::conv2d(x[0].permute({0, 3, 1, 2}), x[1])))
                    .tol(1e-4));
