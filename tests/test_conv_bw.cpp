@@ -536,6 +536,51 @@ TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
   }
 }
 
+// A strided conv's input gradient by the phases of the input itself (tensor/conv.cpp exact_phase_input_grad): each
+// phase computes ceil((in - q) / s) positions, not the padded input's ceil(P / s) that strided_input_grad computed
+// (CONV_DX_PHASE_EXACT=0; resnet_s2_bw's 28-wide pad-1 phases: 15 rows, 14 kept), and along the last dim only a phase
+// with one tap there (or every phase, with under 32 input channels) is rounded up to 16 (14 -> 16). Multiply-adds of the schedule as
+// the CPU runs it, exactly: per dim and phase (positions computed x taps), where the old path ran every phase L wide
+// (L = ceil(P / s), the last dim's rounded to 16 within 1/8). Values against the old path and NOOPT.
+TEST(ConvBackward, StridedInputGradientPhasesAreExact) {
+  struct Case { Shape x, w, stride, pad; };
+  for (const Case& c : {Case{{2, 32, 28, 28}, {16, 32, 3, 3}, {2}, {1, 1}}, Case{{4, 16, 28, 28}, {16, 16, 3, 3}, {2}, {1, 1}}, Case{{2, 16, 13, 9}, {32, 16, 3, 3}, {2}, {0, 0}},
+                         Case{{3, 16, 10, 11}, {16, 16, 5, 4}, {3, 2}, {2, 1, 0, 3}}, Case{{1, 16, 8, 1}, {16, 16, 3, 1}, {2, 1}, {1, 0}}}) {
+    SCOPED_TRACE(to_str(c.x) + " stride " + to_str(c.stride) + " pad " + to_str(c.pad));
+    const Opts o{dtypes::float32, "CPU", false};
+    auto Fc = [&](std::vector<float> v, Shape s) { return Tensor::from<float>(v, s, o); };
+    auto run = [&](bool exact_phases, bool noopt = false) {
+      Context ctx({{"CONV_DX_PHASE_EXACT", exact_phases ? 1 : 0}, {"NOOPT", noopt ? 1 : 0}});
+      Tensor x = Fc(data(prod(c.x), 1), c.x).requires_grad_(), w = Fc(data(prod(c.w), 7), c.w);
+      Tensor out = x.conv2d(w, std::nullopt, 1, c.stride, {1}, c.pad);
+      (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
+      return std::pair{schedule_macs(*x.grad()), vals(*x.grad())};
+    };
+    const auto [macs, dx] = run(true);
+    const auto [old_macs, old_dx] = run(false);
+    int64_t exact = c.x[0] * c.x[1] * c.w[0], old = exact;
+    for (size_t j = 0; j < 2; j++) {
+      const int64_t in = c.x[2 + j], k = c.w[2 + j], st = c.stride[c.stride.size() == 1 ? 0 : j], last = j == 1;
+      const size_t np = c.pad.size();   // 2 values: per dim; 4: pad2d's order, the last dim's pair first
+      const int64_t pl = np == 2 ? c.pad[j] : c.pad[2 * (1 - j)], pr = np == 2 ? c.pad[j] : c.pad[2 * (1 - j) + 1];
+      int64_t L = (in + pl + pr + st - 1) / st, sum = 0, sum_old = 0;
+      if (last && L % 16 != 0 && (L / 16 + 1) * 16 * 8 <= L * 9) L = (L / 16 + 1) * 16;
+      for (int64_t q = 0; q < st && q < in; q++) {
+        const int64_t r = (q + pl) % st, taps = r < k ? (k - r + st - 1) / st : 0, M = (in - q + st - 1) / st;
+        const bool round = last && (taps == 1 || c.x[1] % 32 != 0) && M % 16 != 0 && (M / 16 + 1) * 16 * 7 <= M * 8;
+        sum += taps * (round ? (M / 16 + 1) * 16 : M);
+      }
+      for (int64_t r = 0; r < st && r < k; r++) sum_old += (k - r + st - 1) / st * L;
+      exact *= sum, old *= sum_old;
+    }
+    EXPECT_EQ(macs, exact);
+    EXPECT_EQ(old_macs, old);
+    EXPECT_LT(macs, old_macs);
+    expect_close(dx, old_dx, 1e-4f);
+    expect_close(dx, run(true, true).second, 1e-4f);
+  }
+}
+
 // An integer input (beautiful_mnist's uint8 images) is cast to grad_output's dtype before the weight gradient's window
 // view: cast after it, the cast was an elementwise of the expanded windows' shape, realized whole (conv1 at batch 512:
 // E_2560_576_5, 29 MB) and read by a worse GEMM (10 GFLOPS against 100). Each weight-gradient path: rows shifted

@@ -228,6 +228,96 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
   return detail::slice_pad(dx->reshape(full), crop);
 }
+// One dim of exact_phase_input_grad: the input positions y = q + s*m (m < M) meet the taps k = r + s*t (t < kr)
+// at grad_output's o = m + c - t, where r = (q + pl) mod s and c = (q + pl - r) / s.
+struct InputPhase {
+  int64_t q, M, r, kr, c, E;   // E: the positions computed (M, or more for whole vectors)
+};
+std::vector<InputPhase> input_phases(int64_t in, int64_t pl, int64_t s, int64_t K) {
+  std::vector<InputPhase> ret;
+  for (int64_t q = 0; q < s && q < in; q++) {
+    const int64_t r = (q + pl) % s, M = (in - q + s - 1) / s;
+    ret.push_back({q, M, r, r < K ? (K - r + s - 1) / s : 0, (q + pl) / s, M});
+  }
+  return ret;
+}
+
+// The input gradient of a strided conv (dilation 1) by the phases of the input itself (y = q mod s), not of the
+// padded input as strided_input_grad does: each phase is then exactly ceil((in - q) / s) positions long, where the
+// padded input's phases are ceil(P / s) and cover positions in the padding that the crop drops (resnet_s2_bw, 28
+// wide, pad 1: 14 rows kept of 15 computed per phase), and the phases interleave straight into dx (no crop, no
+// buffer of the padded size). Along the last dim a phase whose taps there are one (its tile runs 16-lane vectors
+// along that dim: heuristic.cpp's sliding_window rule leaves it the vector axis) is computed M rounded up to 16
+// where that adds at most 1/7 (14 -> 16); one with more taps keeps M, for heuristic.cpp contiguous_tile_rows'
+// 7/8/10-column tile x 2 vectors of input channels, where there are 32 of them (16: that tile would be one vector
+// wide, the phase is rounded as well). resnet_s2_bw's four phase GEMMs, one core: 5.6-5.9 -> 3.9-4.3 ms CPU
+// (bench/NOTES_conv_bw.md, session 15). CONV_DX_PHASE_EXACT=0: strided_input_grad; CONV_PHASE_ROUND=0: no rounding.
+Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in, const Shape& pad2d, int groups, const Shape& s) {
+  const size_t n = s.size();
+  const int64_t bs = g.shape()[0], cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
+  const Shape K(w.shape().begin() + 2, w.shape().end()), O(g.shape().begin() + 2, g.shape().end());
+  const bool cpu = g.device().rfind("CPU", 0) == 0;
+  const int64_t round = getenv("CONV_PHASE_ROUND", 16);
+  std::vector<std::vector<InputPhase>> ph(n);
+  std::vector<std::pair<int64_t, int64_t>> gpad(n, {0, 0});   // grad_output's padding: every phase's window inside it
+  for (size_t j = 0; j < n; j++) {
+    ph[j] = input_phases(in[j], side_pads(pad2d, n, j).first, s[j], K[j]);
+    for (InputPhase& p : ph[j]) {
+      if (p.kr == 0) continue;
+      if (cpu && round > 1 && j + 1 == n && (p.kr == 1 || cin % 32 != 0) && p.M % round != 0 && (p.M / round + 1) * round * 7 <= p.M * 8) p.E = (p.M / round + 1) * round;
+      // the phase's window of grad_output: [c - kr + 1, c - kr + 1 + E + kr - 1)
+      gpad[j].first = std::max(gpad[j].first, p.kr - 1 - p.c);
+      gpad[j].second = std::max(gpad[j].second, p.E + p.c - O[j]);
+    }
+  }
+  const Tensor gp = pad_or_cut(g, gpad).contiguous();
+  std::vector<int> flips;
+  for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+  std::optional<Tensor> dx;
+  std::vector<size_t> at(n, 0);   // the phase index per dim, the last fastest
+  for (bool more = !ph.empty(); more;) {
+    std::vector<InputPhase> p(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) p[j] = ph[j][at[j]], taps = taps && p[j].kr > 0;
+    if (taps) {
+      Shape r(n), kr(n), wrj{groups, rcout, cin}, wtj{groups * cin, rcout};
+      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n), keep(2 + n);
+      Shape slots{bs, groups * cin};
+      std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
+      for (size_t j = 0; j < n; j++) {
+        r[j] = p[j].r, kr[j] = p[j].kr;
+        const int64_t lo = gpad[j].first + p[j].c - p[j].kr + 1, Mmax = ph[j][0].M;
+        win[2 + j] = std::pair<int64_t, int64_t>{lo, lo + p[j].E + p[j].kr - 1};
+        keep[2 + j] = std::pair<int64_t, int64_t>{0, Mmax};   // E cut to M, then M padded to the longest phase's
+        slots.insert(slots.end(), {Mmax, 1});
+        place.insert(place.end(), {{0, 0}, {p[j].q, s[j] - 1 - p[j].q}});
+      }
+      wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
+      const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
+      Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+      // (bs, groups*cin, *E) -> M positions, padded to the longest phase's, each in a 1-long slot at q among s
+      for (size_t j = 0; j < n; j++) keep[2 + j]->second = p[j].M;
+      part = detail::slice_pad(part, keep);
+      std::vector<std::pair<int64_t, int64_t>> to_max;
+      for (size_t j = 0; j < n; j++) to_max.push_back({0, ph[j][0].M - p[j].M});
+      part = pad_or_cut(part, to_max).reshape(slots).pad(place);
+      dx = dx ? *dx + part : part;
+    }
+    more = false;
+    for (size_t j = n; j-- > 0;) {
+      if (++at[j] < ph[j].size()) { more = true; break; }
+      at[j] = 0;
+    }
+  }
+  Shape full{bs, groups * cin};
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
+  for (size_t j = 0; j < n; j++) full.push_back(ph[j][0].M * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{0, in[j]};
+  Shape shape{bs, groups * cin};
+  shape.insert(shape.end(), in.begin(), in.end());
+  if (!dx) return Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});   // no input position meets a tap
+  return detail::slice_pad(dx->reshape(full), crop);
+}
+
 // output channels per panel of the CPU GEMM's packed B operand (codegen/pack.cpp)
 constexpr int64_t kPanel = 32;
 
@@ -562,7 +652,8 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   for (size_t j = 0; j < n; j++) strided |= s[j] > 1, dilated |= d[j] > 1;
   if (needs_input_grad[0] && strided && !dilated && getenv("CONV_BW_PHASES", 1)) {
     const Shape in(x.shape().begin() + 2, x.shape().end());
-    dx = detail::lb(strided_input_grad(g, w, in, args_.pad, groups, s));
+    dx = detail::lb(getenv("CONV_DX_PHASE_EXACT", 1) ? exact_phase_input_grad(g, w, in, args_.pad, groups, s)
+                                                     : strided_input_grad(g, w, in, args_.pad, groups, s));
   } else if (needs_input_grad[0]) {
     // dx_pad[y] = sum_k g_dilated[y - k*d] * w[k]: with the kernel flipped, a stride-1 conv of g_dilated
     // padded by d*(k-1) on both sides. The forward's padding (and the rows past the last window a
