@@ -231,8 +231,13 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
 // One dim of exact_phase_input_grad: the input positions y = q + s*m (m < M) meet the taps k = r + s*t (t < kr)
 // at grad_output's o = m + c - t, where r = (q + pl) mod s and c = (q + pl - r) / s.
 struct InputPhase {
-  int64_t q, M, r, kr, c, E;   // E: the positions computed (M, or more for whole vectors)
+  int64_t q, M, r, kr, c, E;   // E: M rounded up for whole vectors (exact_phase_input_grad), else M
 };
+Shape kr_of(const std::vector<InputPhase>& p) {
+  Shape kr;
+  for (const InputPhase& v : p) kr.push_back(v.kr);
+  return kr;
+}
 std::vector<InputPhase> input_phases(int64_t in, int64_t pl, int64_t s, int64_t K) {
   std::vector<InputPhase> ret;
   for (int64_t q = 0; q < s && q < in; q++) {
@@ -247,10 +252,11 @@ std::vector<InputPhase> input_phases(int64_t in, int64_t pl, int64_t s, int64_t 
 // padded input's phases are ceil(P / s) and cover positions in the padding that the crop drops (resnet_s2_bw, 28
 // wide, pad 1: 14 rows kept of 15 computed per phase), and the phases interleave straight into dx (no crop, no
 // buffer of the padded size). Along the last dim a phase whose taps there are one (its tile runs 16-lane vectors
-// along that dim: heuristic.cpp's sliding_window rule leaves it the vector axis) is computed M rounded up to 16
-// where that adds at most 1/7 (14 -> 16); one with more taps keeps M, for heuristic.cpp contiguous_tile_rows'
-// 7/8/10-column tile x 2 vectors of input channels, where there are 32 of them (16: that tile would be one vector
-// wide, the phase is rounded as well). resnet_s2_bw's four phase GEMMs, one core: 5.6-5.9 -> 3.9-4.3 ms CPU
+// along that dim, or its positions merge with the rows' into 8-position tiles) is computed M rounded up to 16 where
+// that adds at most 1/7 (14 -> 16); one with more taps there keeps M, for heuristic.cpp contiguous_tile_rows' 7/8/10-
+// column tile x 2 vectors of input channels over packed weights, where there are 32+ input channels, a long reduce
+// (128+) and a batch or phase of 32+ (pack.cpp's rows: else that tile came out as 24 float8 accumulators; rounded, the
+// phase tiles 16-lane vectors of positions). resnet_s2_bw's four phase GEMMs, one core: 5.6-5.9 -> 3.9-4.3 ms CPU
 // (bench/NOTES_conv_bw.md, session 15). CONV_DX_PHASE_EXACT=0: strided_input_grad; CONV_PHASE_ROUND=0: no rounding.
 Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in, const Shape& pad2d, int groups, const Shape& s) {
   const size_t n = s.size();
@@ -264,8 +270,8 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
     ph[j] = input_phases(in[j], side_pads(pad2d, n, j).first, s[j], K[j]);
     for (InputPhase& p : ph[j]) {
       if (p.kr == 0) continue;
-      if (cpu && round > 1 && j + 1 == n && (p.kr == 1 || cin % 32 != 0) && p.M % round != 0 && (p.M / round + 1) * round * 7 <= p.M * 8) p.E = (p.M / round + 1) * round;
-      // the phase's window of grad_output: [c - kr + 1, c - kr + 1 + E + kr - 1)
+      if (cpu && round > 1 && j + 1 == n && p.M % round != 0 && (p.M / round + 1) * round * 7 <= p.M * 8) p.E = (p.M / round + 1) * round;
+      // the phase's window of grad_output: [c - kr + 1, c - kr + 1 + E + kr - 1) at most
       gpad[j].first = std::max(gpad[j].first, p.kr - 1 - p.c);
       gpad[j].second = std::max(gpad[j].second, p.E + p.c - O[j]);
     }
@@ -273,6 +279,10 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
   const Tensor gp = pad_or_cut(g, gpad).contiguous();
   std::vector<int> flips;
   for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+  // (codegen/pack.cpp packs the weights where an output axis they are broadcast along is 32+ long)
+  int64_t rows = bs;
+  for (size_t j = 0; j < n; j++) rows = std::max(rows, ph[j].empty() ? 0 : ph[j][0].M);
+  const bool packs = rows >= 32;
   std::optional<Tensor> dx;
   std::vector<size_t> at(n, 0);   // the phase index per dim, the last fastest
   for (bool more = !ph.empty(); more;) {
@@ -284,6 +294,8 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
       std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n), keep(2 + n);
       Shape slots{bs, groups * cin};
       std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
+      // (a long reduce over 2 vectors of input channels: the 7/8/10-column tile of whole vectors needs no rounding)
+      if (packs && cin % 32 == 0 && p[n - 1].kr > 1 && rcout * prod(kr_of(p)) >= 128) p[n - 1].E = p[n - 1].M;
       for (size_t j = 0; j < n; j++) {
         r[j] = p[j].r, kr[j] = p[j].kr;
         const int64_t lo = gpad[j].first + p[j].c - p[j].kr + 1, Mmax = ph[j][0].M;
