@@ -262,71 +262,66 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
   const size_t n = s.size();
   const int64_t bs = g.shape()[0], cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
   const Shape K(w.shape().begin() + 2, w.shape().end()), O(g.shape().begin() + 2, g.shape().end());
-  const bool cpu = g.device().rfind("CPU", 0) == 0;
-  const int64_t round = getenv("CONV_PHASE_ROUND", 16);
+  const int64_t round = g.device().rfind("CPU", 0) == 0 ? getenv("CONV_PHASE_ROUND", 16) : 0;
   std::vector<std::vector<InputPhase>> ph(n);
-  std::vector<std::pair<int64_t, int64_t>> gpad(n, {0, 0});   // grad_output's padding: every phase's window inside it
+  int64_t rows = bs;   // (codegen/pack.cpp packs the weights where an output axis they are broadcast along is 32+ long)
   for (size_t j = 0; j < n; j++) {
     ph[j] = input_phases(in[j], side_pads(pad2d, n, j).first, s[j], K[j]);
-    for (InputPhase& p : ph[j]) {
-      if (p.kr == 0) continue;
-      if (cpu && round > 1 && j + 1 == n && p.M % round != 0 && (p.M / round + 1) * round * 7 <= p.M * 8) p.E = (p.M / round + 1) * round;
-      // the phase's window of grad_output: [c - kr + 1, c - kr + 1 + E + kr - 1) at most
-      gpad[j].first = std::max(gpad[j].first, p.kr - 1 - p.c);
-      gpad[j].second = std::max(gpad[j].second, p.E + p.c - O[j]);
-    }
+    rows = std::max(rows, ph[j].empty() ? 0 : ph[j][0].M);
   }
-  const Tensor gp = pad_or_cut(g, gpad).contiguous();
-  std::vector<int> flips;
-  for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
-  // (codegen/pack.cpp packs the weights where an output axis they are broadcast along is 32+ long)
-  int64_t rows = bs;
-  for (size_t j = 0; j < n; j++) rows = std::max(rows, ph[j].empty() ? 0 : ph[j][0].M);
-  const bool packs = rows >= 32;
-  std::optional<Tensor> dx;
+  // every phase with taps along each dim, the last dim's extent E decided
+  std::vector<std::vector<InputPhase>> combos;
   std::vector<size_t> at(n, 0);   // the phase index per dim, the last fastest
-  for (bool more = !ph.empty(); more;) {
+  for (bool more = !ph.empty() && !ph[0].empty(); more;) {
     std::vector<InputPhase> p(n);
     bool taps = true;
     for (size_t j = 0; j < n; j++) p[j] = ph[j][at[j]], taps = taps && p[j].kr > 0;
-    if (taps) {
-      Shape r(n), kr(n), wrj{groups, rcout, cin}, wtj{groups * cin, rcout};
-      std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n), keep(2 + n);
-      Shape slots{bs, groups * cin};
-      std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
-      // (a long reduce over 2 vectors of input channels: the 7/8/10-column tile of whole vectors needs no rounding)
-      if (packs && cin % 32 == 0 && p[n - 1].kr > 1 && rcout * prod(kr_of(p)) >= 128) p[n - 1].E = p[n - 1].M;
-      for (size_t j = 0; j < n; j++) {
-        r[j] = p[j].r, kr[j] = p[j].kr;
-        const int64_t lo = gpad[j].first + p[j].c - p[j].kr + 1, Mmax = ph[j][0].M;
-        win[2 + j] = std::pair<int64_t, int64_t>{lo, lo + p[j].E + p[j].kr - 1};
-        keep[2 + j] = std::pair<int64_t, int64_t>{0, Mmax};   // E cut to M, then M padded to the longest phase's
-        slots.insert(slots.end(), {Mmax, 1});
-        place.insert(place.end(), {{0, 0}, {p[j].q, s[j] - 1 - p[j].q}});
-      }
-      wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
-      const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
-      Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
-      // (bs, groups*cin, *E) -> M positions, padded to the longest phase's, each in a 1-long slot at q among s
-      for (size_t j = 0; j < n; j++) keep[2 + j]->second = p[j].M;
-      part = detail::slice_pad(part, keep);
-      std::vector<std::pair<int64_t, int64_t>> to_max;
-      for (size_t j = 0; j < n; j++) to_max.push_back({0, ph[j][0].M - p[j].M});
-      part = pad_or_cut(part, to_max).reshape(slots).pad(place);
-      dx = dx ? *dx + part : part;
-    }
+    InputPhase& x = p[n - 1];
+    // (a long reduce over 2 vectors of input channels: the 7/8/10-column tile of whole vectors needs no rounding)
+    const bool column_tile = rows >= 32 && cin % 32 == 0 && x.kr > 1 && rcout * prod(kr_of(p)) >= 128;
+    if (round > 1 && !column_tile && x.M % round != 0 && (x.M / round + 1) * round * 7 <= x.M * 8) x.E = (x.M / round + 1) * round;
+    if (taps) combos.push_back(p);
     more = false;
     for (size_t j = n; j-- > 0;) {
       if (++at[j] < ph[j].size()) { more = true; break; }
       at[j] = 0;
     }
   }
+  Shape shape{bs, groups * cin};
+  shape.insert(shape.end(), in.begin(), in.end());
+  if (combos.empty()) return Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});   // no input position meets a tap
+  // grad_output padded once, every phase's window inside it: [c - kr + 1, c + E) per dim
+  std::vector<std::pair<int64_t, int64_t>> gpad(n, {0, 0});
+  for (const auto& p : combos)
+    for (size_t j = 0; j < n; j++)
+      gpad[j] = {std::max(gpad[j].first, p[j].kr - 1 - p[j].c), std::max(gpad[j].second, p[j].E + p[j].c - O[j])};
+  const Tensor gp = pad_or_cut(g, gpad).contiguous();
+  std::vector<int> flips;
+  for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+  std::optional<Tensor> dx;
+  for (const auto& p : combos) {
+    Shape r(n), kr(n), wrj{groups, rcout, cin}, wtj{groups * cin, rcout}, slots{bs, groups * cin};
+    std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n), keep(2 + n);
+    std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}}, to_max;
+    for (size_t j = 0; j < n; j++) {
+      r[j] = p[j].r, kr[j] = p[j].kr;
+      const int64_t lo = gpad[j].first + p[j].c - p[j].kr + 1, Mmax = ph[j][0].M;
+      win[2 + j] = std::pair<int64_t, int64_t>{lo, lo + p[j].E + p[j].kr - 1};
+      keep[2 + j] = std::pair<int64_t, int64_t>{0, p[j].M};   // E cut to M, then padded to the longest phase's
+      to_max.push_back({0, Mmax - p[j].M});
+      slots.insert(slots.end(), {Mmax, 1});
+      place.insert(place.end(), {{0, 0}, {p[j].q, s[j] - 1 - p[j].q}});
+    }
+    wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
+    const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
+    Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+    // (bs, groups*cin, *E) -> M positions, padded to the longest phase's, each in a 1-long slot at q among s
+    part = pad_or_cut(detail::slice_pad(part, keep), to_max).reshape(slots).pad(place);
+    dx = dx ? *dx + part : part;
+  }
   Shape full{bs, groups * cin};
   std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
   for (size_t j = 0; j < n; j++) full.push_back(ph[j][0].M * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{0, in[j]};
-  Shape shape{bs, groups * cin};
-  shape.insert(shape.end(), in.begin(), in.end());
-  if (!dx) return Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});   // no input position meets a tap
   return detail::slice_pad(dx->reshape(full), crop);
 }
 
