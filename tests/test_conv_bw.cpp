@@ -315,9 +315,10 @@ TEST(ConvBackward, InputGradientTilesColumns) {
   }
 }
 
-// A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds
-// of its schedule are about the forward's (here 81/64 of them: 9x9 positions per phase against 8x8
-// outputs), where the conv over the dilated grad_output did 17x17 positions of every tap (4.5x).
+// A strided conv's input gradient by phases (tensor/conv.cpp exact_phase_input_grad; strided_input_grad with
+// CONV_DX_PHASE_EXACT=0): the multiply-adds of its schedule are about the forward's (here 26x26/(24x24) of them: per dim
+// 9 positions x 2 taps + 8 x 1 against 8 outputs x 3 taps; the padded input's phases: 9 x 3), where the conv over the
+// dilated grad_output did 17x17 positions of every tap (4.5x).
 TEST(ConvBackward, StridedInputGradientSkipsTheZeros) {
   const Opts o{dtypes::float32, "CPU", false};
   Tensor x = Tensor::empty({2, 8, 17, 17}, o), w = Tensor::empty({8, 8, 3, 3}, o), r = Tensor::empty({2, 8, 8, 8}, o);

@@ -8,9 +8,9 @@
 //   grad input  = conv(grad_out dilated by the stride and padded by d*(k-1), weight flipped and
 //                 with in/out channels swapped per group), stride 1, the forward's dilation;
 //   grad weight = SUM over (n, *out) of the input's window view times grad_out.
-// A strided conv (dilation 1) takes its input gradient by phases instead (strided_input_grad: one
-// stride-1 conv per input phase, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
-// keeps the dilated one). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+// A strided conv (dilation 1) takes its input gradient by phases instead (exact_phase_input_grad: one
+// stride-1 conv per phase of the input, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
+// keeps the dilated one, CONV_DX_PHASE_EXACT=0 the padded input's phases, strided_input_grad). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
 #include <algorithm>
 #include <functional>
 #include <numeric>
