@@ -10,7 +10,8 @@
 //   grad weight = SUM over (n, *out) of the input's window view times grad_out.
 // A strided conv (dilation 1) takes its input gradient by phases instead (exact_phase_input_grad: one
 // stride-1 conv per phase of the input, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
-// keeps the dilated one, CONV_DX_PHASE_EXACT=0 the padded input's phases, strided_input_grad). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+// keeps the dilated one, CONV_DX_PHASE_EXACT=0 the padded input's phases, strided_input_grad).
+// FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
 #include <algorithm>
 #include <functional>
 #include <numeric>
@@ -247,17 +248,43 @@ std::vector<InputPhase> input_phases(int64_t in, int64_t pl, int64_t s, int64_t 
   return ret;
 }
 
+// Every combination of one phase per dim (the last dim fastest) with taps along each dim, the last dim's extent E
+// decided: a phase with one tap there (its tile runs 16-lane vectors along that dim, or its positions merge with the
+// rows' into 8-position tiles) is computed M rounded up to `round` (16) where that adds at most 1/7 (14 -> 16); one
+// with more taps there keeps M for heuristic.cpp contiguous_tile_rows' 7/8/10-column tile x 2 vectors of input
+// channels over packed weights where `packed` (32+ input channels, a batch or phase of 32+: pack.cpp's rows) and the
+// reduce is 128+ long; elsewhere that tile came out as 24 float8 accumulators, so the phase is rounded too.
+std::vector<std::vector<InputPhase>> phase_combos(const std::vector<std::vector<InputPhase>>& ph, int64_t round, bool packed,
+                                                  int64_t rcout) {
+  const size_t n = ph.size();
+  std::vector<std::vector<InputPhase>> combos;
+  std::vector<size_t> at(n, 0);   // the phase index per dim
+  bool more = n > 0;
+  for (const auto& d : ph) more = more && !d.empty();
+  while (more) {
+    std::vector<InputPhase> p(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) p[j] = ph[j][at[j]], taps = taps && p[j].kr > 0;
+    InputPhase& x = p[n - 1];
+    const bool column_tile = packed && x.kr > 1 && rcout * prod(kr_of(p)) >= 128;
+    if (round > 1 && !column_tile && x.M % round != 0 && (x.M / round + 1) * round * 7 <= x.M * 8) x.E = (x.M / round + 1) * round;
+    if (taps) combos.push_back(p);
+    more = false;
+    for (size_t j = n; j-- > 0;) {
+      if (++at[j] < ph[j].size()) { more = true; break; }
+      at[j] = 0;
+    }
+  }
+  return combos;
+}
+
 // The input gradient of a strided conv (dilation 1) by the phases of the input itself (y = q mod s), not of the
 // padded input as strided_input_grad does: each phase is then exactly ceil((in - q) / s) positions long, where the
 // padded input's phases are ceil(P / s) and cover positions in the padding that the crop drops (resnet_s2_bw, 28
 // wide, pad 1: 14 rows kept of 15 computed per phase), and the phases interleave into a grid of the input's size
-// (its last dim rounded up to whole vectors) rather than the padded input's. Along the last dim a phase whose taps there are one (its tile runs 16-lane vectors
-// along that dim, or its positions merge with the rows' into 8-position tiles) is computed M rounded up to 16 where
-// that adds at most 1/7 (14 -> 16); one with more taps there keeps M, for heuristic.cpp contiguous_tile_rows' 7/8/10-
-// column tile x 2 vectors of input channels over packed weights, where there are 32+ input channels, a long reduce
-// (128+) and a batch or phase of 32+ (pack.cpp's rows: else that tile came out as 24 float8 accumulators; rounded, the
-// phase tiles 16-lane vectors of positions). resnet_s2_bw's four phase GEMMs, one core: 5.6-5.9 -> 3.9-4.3 ms CPU
-// (bench/NOTES_conv_bw.md, session 15). CONV_DX_PHASE_EXACT=0: strided_input_grad; CONV_PHASE_ROUND=0: no rounding.
+// (its last dim rounded up to whole vectors) rather than the padded input's. resnet_s2_bw's four phase GEMMs, one
+// core: 5.6-5.9 -> 3.9-4.3 ms CPU, 15-29% less in later alternated series (bench/NOTES_conv_bw.md, session 15).
+// CONV_DX_PHASE_EXACT=0: strided_input_grad; CONV_PHASE_ROUND=0: no rounding.
 Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in, const Shape& pad2d, int groups, const Shape& s) {
   const size_t n = s.size();
   const int64_t bs = g.shape()[0], cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
@@ -269,24 +296,7 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
     ph[j] = input_phases(in[j], side_pads(pad2d, n, j).first, s[j], K[j]);
     rows = std::max(rows, ph[j].empty() ? 0 : ph[j][0].M);
   }
-  // every phase with taps along each dim, the last dim's extent E decided
-  std::vector<std::vector<InputPhase>> combos;
-  std::vector<size_t> at(n, 0);   // the phase index per dim, the last fastest
-  for (bool more = !ph.empty() && !ph[0].empty(); more;) {
-    std::vector<InputPhase> p(n);
-    bool taps = true;
-    for (size_t j = 0; j < n; j++) p[j] = ph[j][at[j]], taps = taps && p[j].kr > 0;
-    InputPhase& x = p[n - 1];
-    // (a long reduce over 2 vectors of input channels: the 7/8/10-column tile of whole vectors needs no rounding)
-    const bool column_tile = rows >= 32 && cin % 32 == 0 && x.kr > 1 && rcout * prod(kr_of(p)) >= 128;
-    if (round > 1 && !column_tile && x.M % round != 0 && (x.M / round + 1) * round * 7 <= x.M * 8) x.E = (x.M / round + 1) * round;
-    if (taps) combos.push_back(p);
-    more = false;
-    for (size_t j = n; j-- > 0;) {
-      if (++at[j] < ph[j].size()) { more = true; break; }
-      at[j] = 0;
-    }
-  }
+  const std::vector<std::vector<InputPhase>> combos = phase_combos(ph, round, rows >= 32 && cin % 32 == 0, rcout);
   Shape shape{bs, groups * cin};
   shape.insert(shape.end(), in.begin(), in.end());
   if (combos.empty()) return Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});   // no input position meets a tap
