@@ -246,31 +246,40 @@ TEST(ConvBackward, StridedWeightGradientPhasesShareOnePanelCopy) {
   EXPECT_EQ(packed, 0);
 }
 
-// A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases are 15 positions wide, rounded
-// to 16 (tensor/conv.cpp strided_input_grad), so every phase conv's register tile is one 16-lane vector of
-// positions x 8 input channels x 2 images: 16 float16 accumulators, not float2 ones along unrolled kernel taps
-// (a 2-tap phase) nor 8 images' scattered windows as the rows.
+// A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases (tensor/conv.cpp exact_phase_input_grad)
+// are 14 positions per dim; with 16 input channels every phase is rounded to 16 wide, so its register tile is one
+// 16-lane vector of positions x 8 input channels x 2 images: 16 float16 accumulators, not float2 ones along unrolled
+// kernel taps (a 2-tap phase) nor 8 images' scattered windows as the rows. With 64 input channels the tile is 7 or 8
+// positions x 2 vectors of input channels (14 or 16 float16 accumulators; the old path's 15-row phases: 8 x 2).
+// CONV_DX_PHASE_EXACT=0 (strided_input_grad: 15 rows, 16 columns) tiles the 16-channel case the same way.
 TEST(ConvBackward, StridedInputGradientPhasesTileWholeRows) {
-  const Opts o{dtypes::float32, "CPU", false};
-  Tensor x = Tensor::empty({4, 16, 28, 28}, o), w = Tensor::empty({16, 16, 3, 3}, o), r = Tensor::empty({4, 16, 14, 14}, o);
-  x.requires_grad_();
-  (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
-  ClangRenderer ren;
-  int phases = 0;
-  for (const ScheduleItem& si : x.grad()->schedule()) {
-    if (si.kind != MetaOps::KERNEL) continue;
-    Kernel k(Access::uop(si.ast), ren);
-    if (!k.reduceop()) continue;
-    k.hand_coded_optimizations();
-    int accs = 0, lanes = 0;
-    for (const UOp& u : k.linearize())
-      if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::max<int>(lanes, u->dtype.count);
-    SCOPED_TRACE(k.name());
-    EXPECT_EQ(lanes, 16);
-    EXPECT_EQ(accs, 16) << "8 input channels x 2 images";
-    phases++;
+  for (const auto& [cin, exact] : {std::pair{16, 1}, std::pair{16, 0}, std::pair{64, 1}}) {
+    SCOPED_TRACE("cin " + std::to_string(cin) + " exact phases " + std::to_string(exact));
+    Context ctx({{"CONV_DX_PHASE_EXACT", exact}});
+    const Opts o{dtypes::float32, "CPU", false};
+    const int64_t bs = cin == 64 ? 32 : 4;
+    Tensor x = Tensor::empty({bs, cin, 28, 28}, o), w = Tensor::empty({cin, cin, 3, 3}, o), r = Tensor::empty({bs, cin, 14, 14}, o);
+    x.requires_grad_();
+    (x.conv2d(w, std::nullopt, 1, {2}, {1}, {1}) * r).sum().backward();
+    ClangRenderer ren;
+    int phases = 0;
+    for (const ScheduleItem& si : x.grad()->schedule()) {
+      if (si.kind != MetaOps::KERNEL) continue;
+      const auto plan = cpu_gemm_pack(Access::uop(si.ast), ren);
+      Kernel k(plan ? plan->gemm_ast : Access::uop(si.ast), ren);
+      if (!k.reduceop()) continue;
+      k.hand_coded_optimizations();
+      int accs = 0, lanes = 0;
+      for (const UOp& u : k.linearize())
+        if (u->op == Ops::DEFINE_ACC) accs++, lanes = std::max<int>(lanes, u->dtype.count);
+      SCOPED_TRACE(k.name());
+      EXPECT_EQ(lanes, 16);
+      if (cin == 16) EXPECT_EQ(accs, 16) << "8 input channels x 2 images";
+      else EXPECT_TRUE(accs == 14 || accs == 16) << accs << " accumulators: 7 or 8 positions x 2 vectors";
+      phases++;
+    }
+    EXPECT_EQ(phases, 4);
   }
-  EXPECT_EQ(phases, 4);
 }
 
 // A stride-1 input gradient 24 columns wide (beautiful_mnist's conv2 at 20x20 -> 24x24): grad_output's columns are
@@ -306,9 +315,10 @@ TEST(ConvBackward, InputGradientTilesColumns) {
   }
 }
 
-// A strided conv's input gradient by phases (tensor/conv.cpp strided_input_grad): the multiply-adds
-// of its schedule are about the forward's (here 81/64 of them: 9x9 positions per phase against 8x8
-// outputs), where the conv over the dilated grad_output did 17x17 positions of every tap (4.5x).
+// A strided conv's input gradient by phases (tensor/conv.cpp exact_phase_input_grad; strided_input_grad with
+// CONV_DX_PHASE_EXACT=0): the multiply-adds of its schedule are about the forward's (here 26x26/(24x24) of them: per dim
+// 9 positions x 2 taps + 8 x 1 against 8 outputs x 3 taps; the padded input's phases: 9 x 3), where the conv over the
+// dilated grad_output did 17x17 positions of every tap (4.5x).
 TEST(ConvBackward, StridedInputGradientSkipsTheZeros) {
   const Opts o{dtypes::float32, "CPU", false};
   Tensor x = Tensor::empty({2, 8, 17, 17}, o), w = Tensor::empty({8, 8, 3, 3}, o), r = Tensor::empty({2, 8, 8, 8}, o);
@@ -533,6 +543,60 @@ TEST(ConvBackward, InputGradientSplitsColumnsAtTheTaps) {
     Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, c.pad);
     (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
     expect_close(dx, vals(*x.grad()), 1e-4f);
+  }
+}
+
+// A strided conv's input gradient by the phases of the input itself (tensor/conv.cpp exact_phase_input_grad): each
+// phase computes ceil((in - q) / s) positions, not the padded input's ceil(P / s) that strided_input_grad computed
+// (CONV_DX_PHASE_EXACT=0; resnet_s2_bw's 28-wide pad-1 phases: 15 rows, 14 kept), and along the last dim only a phase
+// with one tap there (or a short reduce, or under 32 input channels) is rounded up to 16 (14 -> 16). Multiply-adds of the schedule as
+// the CPU runs it, exactly: per dim and phase (positions computed x taps), where the old path ran every phase L wide
+// (L = ceil(P / s), the last dim's rounded to 16 within 1/8). Values against the old path and NOOPT.
+TEST(ConvBackward, StridedInputGradientPhasesAreExact) {
+  struct Case { Shape x, w, stride, pad; };
+  for (const Case& c : {Case{{32, 32, 4, 28}, {64, 32, 3, 3}, {2}, {1, 1}}, Case{{2, 32, 28, 28}, {64, 32, 3, 3}, {2}, {1, 1}},
+                         Case{{4, 16, 28, 28}, {16, 16, 3, 3}, {2}, {1, 1}}, Case{{2, 16, 13, 9}, {32, 16, 3, 3}, {2}, {0, 0}},
+                         Case{{3, 16, 10, 11}, {16, 16, 5, 4}, {3, 2}, {2, 1, 0, 3}}, Case{{1, 16, 8, 1}, {16, 16, 3, 1}, {2, 1}, {1, 0}}}) {
+    SCOPED_TRACE(to_str(c.x) + " stride " + to_str(c.stride) + " pad " + to_str(c.pad));
+    const Opts o{dtypes::float32, "CPU", false};
+    auto Fc = [&](std::vector<float> v, Shape s) { return Tensor::from<float>(v, s, o); };
+    auto run = [&](bool exact_phases, bool noopt = false) {
+      Context ctx({{"CONV_DX_PHASE_EXACT", exact_phases ? 1 : 0}, {"NOOPT", noopt ? 1 : 0}});
+      Tensor x = Fc(data(prod(c.x), 1), c.x).requires_grad_(), w = Fc(data(prod(c.w), 7), c.w);
+      Tensor out = x.conv2d(w, std::nullopt, 1, c.stride, {1}, c.pad);
+      (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
+      return std::pair{schedule_macs(*x.grad()), vals(*x.grad())};
+    };
+    const auto [macs, dx] = run(true);
+    const auto [old_macs, old_dx] = run(false);
+    int64_t old = c.x[0] * c.x[1] * c.w[0], exact = 0;
+    std::vector<std::pair<int64_t, int64_t>> ph[2];   // per dim and input phase: (positions, taps)
+    for (size_t j = 0; j < 2; j++) {
+      const int64_t in = c.x[2 + j], k = c.w[2 + j], st = c.stride[c.stride.size() == 1 ? 0 : j];
+      const size_t np = c.pad.size();   // 2 values: per dim; 4: pad2d's order, the last dim's pair first
+      const int64_t pl = np == 2 ? c.pad[j] : c.pad[2 * (1 - j)], pr = np == 2 ? c.pad[j] : c.pad[2 * (1 - j) + 1];
+      int64_t L = (in + pl + pr + st - 1) / st, sum_old = 0;
+      if (j == 1 && L % 16 != 0 && (L / 16 + 1) * 16 * 8 <= L * 9) L = (L / 16 + 1) * 16;
+      for (int64_t q = 0; q < st && q < in; q++) {
+        const int64_t r = (q + pl) % st;
+        ph[j].push_back({(in - q + st - 1) / st, r < k ? (k - r + st - 1) / st : 0});
+      }
+      for (int64_t r = 0; r < st && r < k; r++) sum_old += (k - r + st - 1) / st * L;
+      old *= sum_old;
+    }
+    // the last dim rounded to 16 within 1/7, but for a phase with 2+ taps there, 32+ input channels, a reduce of 128+ and a
+    // batch (or phase) of 32+
+    for (const auto& [My, ty] : ph[0])
+      for (const auto& [Mx, tx] : ph[1]) {
+        const bool exact_cols = tx > 1 && c.x[1] % 32 == 0 && c.w[0] * ty * tx >= 128 && std::max({c.x[0], ph[0][0].first, ph[1][0].first}) >= 32;
+        const bool round = !exact_cols && Mx % 16 != 0 && (Mx / 16 + 1) * 16 * 7 <= Mx * 8;
+        exact += c.x[0] * c.x[1] * c.w[0] * My * ty * tx * (round ? (Mx / 16 + 1) * 16 : Mx);
+      }
+    EXPECT_EQ(macs, exact);
+    EXPECT_EQ(old_macs, old);
+    EXPECT_LT(macs, old_macs);
+    expect_close(dx, old_dx, 1e-4f);
+    expect_close(dx, run(true, true).second, 1e-4f);
   }
 }
 

@@ -8,9 +8,10 @@
 //   grad input  = conv(grad_out dilated by the stride and padded by d*(k-1), weight flipped and
 //                 with in/out channels swapped per group), stride 1, the forward's dilation;
 //   grad weight = SUM over (n, *out) of the input's window view times grad_out.
-// A strided conv (dilation 1) takes its input gradient by phases instead (strided_input_grad: one
-// stride-1 conv per input phase, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
-// keeps the dilated one). FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
+// A strided conv (dilation 1) takes its input gradient by phases instead (exact_phase_input_grad: one
+// stride-1 conv per phase of the input, no multiply-adds against the dilation's zeros; CONV_BW_PHASES=0
+// keeps the dilated one, CONV_DX_PHASE_EXACT=0 the padded input's phases, strided_input_grad).
+// FUSE_CONV_BW=0 keeps the op-by-op gradient (tests compare the two).
 #include <algorithm>
 #include <functional>
 #include <numeric>
@@ -228,6 +229,119 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   TG_ASSERT(dx.has_value(), "conv backward: a strided conv with no kernel taps");
   return detail::slice_pad(dx->reshape(full), crop);
 }
+// One dim of exact_phase_input_grad: the input positions y = q + s*m (m < M) meet the taps k = r + s*t (t < kr)
+// at grad_output's o = m + c - t, where r = (q + pl) mod s and c = (q + pl - r) / s.
+struct InputPhase {
+  int64_t q, M, r, kr, c, E;   // E: M rounded up for whole vectors (exact_phase_input_grad), else M
+};
+Shape kr_of(const std::vector<InputPhase>& p) {
+  Shape kr;
+  for (const InputPhase& v : p) kr.push_back(v.kr);
+  return kr;
+}
+std::vector<InputPhase> input_phases(int64_t in, int64_t pl, int64_t s, int64_t K) {
+  std::vector<InputPhase> ret;
+  for (int64_t q = 0; q < s && q < in; q++) {
+    const int64_t r = (q + pl) % s, M = (in - q + s - 1) / s;
+    ret.push_back({q, M, r, r < K ? (K - r + s - 1) / s : 0, (q + pl) / s, M});
+  }
+  return ret;
+}
+
+// Every combination of one phase per dim (the last dim fastest) with taps along each dim, the last dim's extent E
+// decided: a phase with one tap there (its tile runs 16-lane vectors along that dim, or its positions merge with the
+// rows' into 8-position tiles) is computed M rounded up to `round` (16) where that adds at most 1/7 (14 -> 16); one
+// with more taps there keeps M for heuristic.cpp contiguous_tile_rows' 7/8/10-column tile x 2 vectors of input
+// channels over packed weights where `packed` (32+ input channels, a batch or phase of 32+: pack.cpp's rows) and the
+// reduce is 128+ long; elsewhere that tile came out as 24 float8 accumulators, so the phase is rounded too.
+std::vector<std::vector<InputPhase>> phase_combos(const std::vector<std::vector<InputPhase>>& ph, int64_t round, bool packed,
+                                                  int64_t rcout) {
+  const size_t n = ph.size();
+  std::vector<std::vector<InputPhase>> combos;
+  std::vector<size_t> at(n, 0);   // the phase index per dim
+  bool more = n > 0;
+  for (const auto& d : ph) more = more && !d.empty();
+  while (more) {
+    std::vector<InputPhase> p(n);
+    bool taps = true;
+    for (size_t j = 0; j < n; j++) p[j] = ph[j][at[j]], taps = taps && p[j].kr > 0;
+    InputPhase& x = p[n - 1];
+    const bool column_tile = packed && x.kr > 1 && rcout * prod(kr_of(p)) >= 128;
+    if (round > 1 && !column_tile && x.M % round != 0 && (x.M / round + 1) * round * 7 <= x.M * 8) x.E = (x.M / round + 1) * round;
+    if (taps) combos.push_back(p);
+    more = false;
+    for (size_t j = n; j-- > 0;) {
+      if (++at[j] < ph[j].size()) { more = true; break; }
+      at[j] = 0;
+    }
+  }
+  return combos;
+}
+
+// The input gradient of a strided conv (dilation 1) by the phases of the input itself (y = q mod s), not of the
+// padded input as strided_input_grad does: each phase is then exactly ceil((in - q) / s) positions long, where the
+// padded input's phases are ceil(P / s) and cover positions in the padding that the crop drops (resnet_s2_bw, 28
+// wide, pad 1: 14 rows kept of 15 computed per phase), and the phases interleave into a grid of the input's size
+// (its last dim rounded up to whole vectors) rather than the padded input's. resnet_s2_bw's four phase GEMMs, one
+// core: 5.6-5.9 -> 3.9-4.3 ms CPU, 15-29% less in later alternated series (bench/NOTES_conv_bw.md, session 15).
+// CONV_DX_PHASE_EXACT=0: strided_input_grad; CONV_PHASE_ROUND=0: no rounding.
+Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in, const Shape& pad2d, int groups, const Shape& s) {
+  const size_t n = s.size();
+  const int64_t bs = g.shape()[0], cout = w.shape()[0], cin = w.shape()[1], rcout = cout / groups;
+  const Shape K(w.shape().begin() + 2, w.shape().end()), O(g.shape().begin() + 2, g.shape().end());
+  const int64_t round = g.device().rfind("CPU", 0) == 0 ? getenv("CONV_PHASE_ROUND", 16) : 0;
+  std::vector<std::vector<InputPhase>> ph(n);
+  int64_t rows = bs;   // (codegen/pack.cpp packs the weights where an output axis they are broadcast along is 32+ long)
+  for (size_t j = 0; j < n; j++) {
+    ph[j] = input_phases(in[j], side_pads(pad2d, n, j).first, s[j], K[j]);
+    rows = std::max(rows, ph[j].empty() ? 0 : ph[j][0].M);
+  }
+  const std::vector<std::vector<InputPhase>> combos = phase_combos(ph, round, rows >= 32 && cin % 32 == 0, rcout);
+  Shape shape{bs, groups * cin};
+  shape.insert(shape.end(), in.begin(), in.end());
+  if (combos.empty()) return Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});   // no input position meets a tap
+  // grad_output padded once, every phase's window inside it: [c - kr + 1, c + E) per dim
+  std::vector<std::pair<int64_t, int64_t>> gpad(n, {0, 0});
+  for (const auto& p : combos)
+    for (size_t j = 0; j < n; j++)
+      gpad[j] = {std::max(gpad[j].first, p[j].kr - 1 - p[j].c), std::max(gpad[j].second, p[j].E + p[j].c - O[j])};
+  const Tensor gp = pad_or_cut(g, gpad).contiguous();
+  std::vector<int> flips;
+  for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
+  // the phases' slots per dim: the longest phase's M, the last dim's rounded as a 1-tap phase's E is, so the interleave
+  // runs whole 16-wide rows (E_28672_16_2_2: 0.67-0.94 ms against 0.83-1.03 for 14-wide rows, one core, 5 alternated
+  // rounds); dx is then a view of that wider grid, as strided_input_grad's was of the padded input's
+  auto slot_len = [&](size_t j) {
+    const int64_t M = ph[j][0].M;
+    return j + 1 == n && round > 1 && M % round != 0 && (M / round + 1) * round * 7 <= M * 8 ? (M / round + 1) * round : M;
+  };
+  std::optional<Tensor> dx;
+  for (const auto& p : combos) {
+    Shape r(n), kr(n), wrj{groups, rcout, cin}, wtj{groups * cin, rcout}, slots{bs, groups * cin};
+    std::vector<std::optional<std::pair<int64_t, int64_t>>> win(2 + n), keep(2 + n);
+    std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}}, to_max;
+    for (size_t j = 0; j < n; j++) {
+      r[j] = p[j].r, kr[j] = p[j].kr;
+      const int64_t lo = gpad[j].first + p[j].c - p[j].kr + 1, Mmax = slot_len(j);
+      win[2 + j] = std::pair<int64_t, int64_t>{lo, lo + p[j].E + p[j].kr - 1};
+      keep[2 + j] = std::pair<int64_t, int64_t>{0, p[j].M};   // E cut to M, then padded to the longest phase's
+      to_max.push_back({0, Mmax - p[j].M});
+      slots.insert(slots.end(), {Mmax, 1});
+      place.insert(place.end(), {{0, 0}, {p[j].q, s[j] - 1 - p[j].q}});
+    }
+    wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
+    const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
+    Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+    // (bs, groups*cin, *E) -> M positions, padded to the longest phase's, each in a 1-long slot at q among s
+    part = pad_or_cut(detail::slice_pad(part, keep), to_max).reshape(slots).pad(place);
+    dx = dx ? *dx + part : part;
+  }
+  Shape full{bs, groups * cin};
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> crop(2 + n);
+  for (size_t j = 0; j < n; j++) full.push_back(slot_len(j) * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{0, in[j]};
+  return detail::slice_pad(dx->reshape(full), crop);
+}
+
 // output channels per panel of the CPU GEMM's packed B operand (codegen/pack.cpp)
 constexpr int64_t kPanel = 32;
 
@@ -581,7 +695,8 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   for (size_t j = 0; j < n; j++) strided |= s[j] > 1, dilated |= d[j] > 1;
   if (needs_input_grad[0] && strided && !dilated && getenv("CONV_BW_PHASES", 1)) {
     const Shape in(x.shape().begin() + 2, x.shape().end());
-    dx = detail::lb(strided_input_grad(g, w, in, args_.pad, groups, s));
+    dx = detail::lb(getenv("CONV_DX_PHASE_EXACT", 1) ? exact_phase_input_grad(g, w, in, args_.pad, groups, s)
+                                                     : strided_input_grad(g, w, in, args_.pad, groups, s));
   } else if (needs_input_grad[0]) {
     // dx_pad[y] = sum_k g_dilated[y - k*d] * w[k]: with the kernel flipped, a stride-1 conv of g_dilated
     // padded by d*(k-1) on both sides. The forward's padding (and the rows past the last window a

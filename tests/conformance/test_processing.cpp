@@ -122,6 +122,13 @@ std::vector<Case> conv_cases() {
   conv(cs, "dx_split_columns", {32, 16, 24, 24}, {16, 16, 5, 5}, true, {});
   conv(cs, "dx_split_padded", {32, 16, 16, 18}, {16, 16, 3, 3}, false, {.padding = {1}});
   conv(cs, "dx_split_batch1", {1, 16, 16, 34}, {32, 16, 3, 3}, true, {.padding = {1}});
+  // a strided input gradient by the input's own phases (tensor/conv.cpp exact_phase_input_grad): 32 input channels
+  // (28 wide: the phases rounded to 16 columns), odd sizes, a stride past a phase's taps, groups
+  conv(cs, "stride2_exact_phases", {2, 32, 7, 28}, {8, 32, 3, 3}, true, {.stride = {2}, .padding = {1}});
+  conv(cs, "stride32_phases_padded", {1, 16, 10, 11}, {4, 16, 5, 4}, false, {.stride = {3, 2}, .padding = {2, 1}});
+  conv(cs, "stride2_phases_groups", {3, 8, 9, 12}, {6, 4, 3, 3}, true, {.groups = 2, .stride = {2}, .padding = {1}});
+  // batch 32, 64 output channels: the 2-tap phases keep their exact 14 columns (the packed 7-column tile)
+  conv(cs, "stride2_exact_phase_columns", {32, 32, 3, 28}, {64, 32, 3, 3}, false, {.stride = {2}, .padding = {1}});
   // one input channel: the weight gradient's tile takes the 5 kernel columns next to 4 output channels
   conv(cs, "mnist_conv1_tiled", {4, 1, 28, 28}, {32, 1, 5, 5}, true, {});
   // the weight gradient's reduce in batch blocks (over 4096 (b, oy, ox) elements): 2 blocks of 5, 7 blocks of 1
