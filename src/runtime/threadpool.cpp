@@ -64,19 +64,22 @@ int ThreadPool::default_threads() { return settings().threads; }
 int ThreadPool::slices_per_thread() { return settings().slices; }
 
 namespace {
-// One task's share of the range, [lo, hi) packed as lo << 32 | hi: its owner takes chunks from the front, a
-// task done with its own share takes them from the back while more than one chunk is left (the owner keeps its
-// last chunk: threads within a chunk of each other move nothing). Each on its own cache line.
+// One task's share of the range, [lo, hi) packed as lo << 32 | hi, run in guided chunks: each take is a
+// 1/parts of what is left unstarted (at least 1), so chunks start large and shrink to single iterations at the
+// share's end, where a thread done with its own share takes them from the back while more than one is left (the
+// owner keeps its last one). A late or slower thread then leaves the other at most a small chunk's wait, not a
+// 1/parts of its share. Each share on its own cache line.
 struct alignas(64) Share {
   std::atomic<uint64_t> range{0};
-  int64_t chunk = 1;
+  int64_t parts = 1;
   // the next chunk from the front (owner) or the back (another task) into [lo, hi); false when none is left to take
   bool take(bool front, int64_t& lo, int64_t& hi) {
     uint64_t cur = range.load(std::memory_order_acquire);
     for (;;) {
       const int64_t l = static_cast<int64_t>(cur >> 32), h = static_cast<int64_t>(cur & 0xffffffffu);
-      if (front ? l >= h : h - l <= chunk) return false;
-      lo = front ? l : std::max(l, h - chunk), hi = front ? std::min(h, l + chunk) : h;
+      if (front ? l >= h : h - l <= 1) return false;
+      const int64_t chunk = (h - l + parts - 1) / parts;
+      lo = front ? l : std::max(l + 1, h - chunk), hi = front ? l + chunk : h;
       const uint64_t next = front ? static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(h) : static_cast<uint64_t>(l) << 32 | static_cast<uint64_t>(lo);
       if (range.compare_exchange_weak(cur, next, std::memory_order_acq_rel)) return true;
     }
@@ -93,16 +96,16 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
     return;
   }
   // One contiguous share a thread, as the static split (a kernel's share lands on the core whose cache holds it
-  // from the kernel before), run in CPU_STEAL chunks: a thread done with its share takes the chunks another hasn't
-  // started, from the back, but not its last one. Idle, the threads finish within a chunk of each other and nothing
-  // moves; where another process holds one core, the free thread takes over the stalled share's chunks but one
-  // instead of waiting for them all.
+  // from the kernel before), run in guided chunks of 1/CPU_STEAL of what is left: a thread done with its share
+  // takes the chunks another hasn't started, from the back, but not its last one. Threads in step move little (the
+  // last chunks are single iterations); where one thread starts late (its wake-up) or runs slower (another tenant
+  // on its core), the other takes over the late share's tail instead of waiting for it.
   const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
   std::vector<Share> shares(static_cast<size_t>(n));
   for (int i = 0; i < n; i++) {
     const int64_t lo = g * i / n, hi = g * (i + 1) / n;
     shares[i].range.store(static_cast<uint64_t>(lo) << 32 | static_cast<uint64_t>(hi), std::memory_order_relaxed);
-    shares[i].chunk = std::max<int64_t>(1, (hi - lo + s.steal - 1) / s.steal);
+    shares[i].parts = s.steal;
   }
   parallel_for(n, [&](int i) {
     int64_t lo = 0, hi = 0;

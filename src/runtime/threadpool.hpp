@@ -27,9 +27,9 @@ class ThreadPool {
   // (3 of 3 rounds: a kernel's slice no longer lands on the core whose cache holds it from the kernel before) and
   // matmul no faster. More slices help where another process holds one of the cores: a static half waits for its
   // descheduled thread while the other idles (bench/NOTES_cpu_gemm.md). With one slice a thread, each thread's
-  // share runs in CPU_STEAL chunks (default 8; 0 = off), and a thread done with its own takes the chunks
-  // another hasn't started, from the back, all but the last: the static split's placement when the threads keep
-  // pace, and a wait of at most two chunks for a descheduled one.
+  // share runs in guided chunks, each 1/CPU_STEAL of what is left (default 8; 0 = off), and a thread done
+  // with its own takes the chunks another hasn't started, from the back, all but the last: the static split's
+  // placement when the threads keep pace, and a wait of a small chunk for a late or slower one.
   void parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn);
   static int slices_per_thread();   // CPU_SLICES env, default 1
   int workers() const { return static_cast<int>(threads_.size()); }
