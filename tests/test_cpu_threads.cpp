@@ -15,6 +15,7 @@
 #include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/lowerer.hpp"
+#include "codegen/pack.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "runtime/threadpool.hpp"
@@ -233,6 +234,47 @@ TEST(CpuThreads, StalledShareIsTakenOverChunkByChunk) {
       EXPECT_EQ(held.load(), g / 2) << "CPU_STEAL=0 keeps the static halves";
     }
   }
+}
+
+// A share runs in guided chunks (1/CPU_STEAL of what is left): when its owner is held up in its first chunk, the
+// other thread runs its own share and then the stalled share's chunks down to a single iteration, not down to a
+// chunk of 1/CPU_STEAL of the share. 1024 iterations on 2 threads: the stalled call holds its first 64 and 1 more
+// is left for it; with fixed chunks of 64 (the old split) 64 more were left.
+TEST(CpuThreads, StalledShareIsTakenOverToItsLastIteration) {
+  Context ctx({{"THREADS", 2}, {"CPU_STEAL", 8}});
+  const int64_t g = 1024;
+  std::atomic<int64_t> done{0}, held{0};
+  std::atomic<bool> others_finished{false};
+  ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) {
+    if (lo == 0) {
+      held = hi - lo;
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (done.load() < g - (hi - lo) - 1 && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+      others_finished = done.load() == g - (hi - lo) - 1;
+    }
+    done.fetch_add(hi - lo);
+  });
+  EXPECT_EQ(done.load(), g);
+  EXPECT_EQ(held.load(), g / 2 / 8) << "the owner's first chunk: 1/8 of its share";
+  EXPECT_TRUE(others_finished.load()) << "the other thread left " << g - held.load() - done.load() << " iterations besides the stalled chunk (1 expected)";
+}
+
+// A big kernel's parallel loop spans dims until each thread has kCpuUnitsPerThread iterations: 1024^3's packed GEMM
+// (8 column panels, then 128 groups of 8 rows) runs 8 x 128 iterations in the panel order at THREADS=2 (8 panels
+// alone let a thread wait up to an eighth of the kernel for the other); THREADS=1 keeps the panels' loop; a small
+// kernel's even first dim stays alone (FirstDimThatSufficesStaysAlone).
+TEST(CpuThreads, BigGemmLoopSpansPanelsAndRowGroups) {
+  Context ctx({{"CPU_L2", int64_t{2} << 20}, {"THREADS", 2}});   // this VM's L2: the panels go outermost
+  const auto plan = cpu_gemm_pack(last_ast(input({1024, 1024}, 21).matmul(input({1024, 1024}, 22))), cpu());
+  ASSERT_TRUE(plan);
+  const UOp ast = plan->gemm_ast;
+  const Parallel p2 = parallel_of(ast, 2);
+  ASSERT_GE(p2.global_dims, 2) << to_str(p2.full_shape);
+  EXPECT_EQ(p2.full_shape[0], 8) << "8 column panels outermost\n" << to_str(p2.full_shape);
+  EXPECT_EQ(p2.extent, p2.full_shape[0] * p2.full_shape[1]) << to_str(p2.full_shape) << "\n" << p2.src;
+  EXPECT_GE(p2.extent, 2 * kCpuUnitsPerThread);
+  const Parallel p1 = parallel_of(ast, 1);
+  EXPECT_EQ(p1.extent, p1.full_shape[0]) << "one thread: no reason to collapse\n" << to_str(p1.full_shape);
 }
 
 TEST(CpuThreads, StealMustBeNonNegative) {
