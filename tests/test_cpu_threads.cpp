@@ -243,7 +243,7 @@ TEST(CpuThreads, StalledShareIsTakenOverChunkByChunk) {
 TEST(CpuThreads, StalledShareIsTakenOverToItsLastIteration) {
   Context ctx({{"THREADS", 2}, {"CPU_STEAL", 8}});
   const int64_t g = 1024;
-  std::atomic<int64_t> done{0}, held{0};
+  std::atomic<int64_t> done{0}, held{0}, left{0};
   std::atomic<bool> others_finished{false};
   ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) {
     if (lo == 0) {
@@ -251,12 +251,13 @@ TEST(CpuThreads, StalledShareIsTakenOverToItsLastIteration) {
       const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (done.load() < g - (hi - lo) - 1 && std::chrono::steady_clock::now() < end) std::this_thread::yield();
       others_finished = done.load() == g - (hi - lo) - 1;
+      left = g - (hi - lo) - done.load();
     }
     done.fetch_add(hi - lo);
   });
   EXPECT_EQ(done.load(), g);
   EXPECT_EQ(held.load(), g / 2 / 8) << "the owner's first chunk: 1/8 of its share";
-  EXPECT_TRUE(others_finished.load()) << "the other thread left " << g - held.load() - done.load() << " iterations besides the stalled chunk (1 expected)";
+  EXPECT_TRUE(others_finished.load()) << "the other thread left " << left.load() << " iterations besides the stalled chunk (1 expected)";
 }
 
 // A big kernel's parallel loop spans dims until each thread has kCpuUnitsPerThread iterations: 1024^3's packed GEMM
