@@ -8,6 +8,7 @@
 namespace tg {
 
 namespace {
+thread_local int tl_thread = 0;   // 0: a caller (any thread not of the pool), w + 1: worker w
 constexpr int kFieldBits = 20;   // tasks and next task per ticket field
 constexpr uint64_t kFieldMask = (uint64_t{1} << kFieldBits) - 1;
 uint64_t gen_of(uint64_t t) { return t >> (2 * kFieldBits); }
@@ -71,6 +72,7 @@ namespace {
 // 1/parts of its share. Each share on its own cache line.
 struct alignas(64) Share {
   std::atomic<uint64_t> range{0};
+  std::atomic<bool> claimed{false};   // by the task that runs it from the front
   int64_t parts = 1;
   // the next chunk from the front (owner) or the back (another task) into [lo, hi); false when none is left to take
   bool take(bool front, int64_t& lo, int64_t& hi) {
@@ -100,6 +102,10 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
   // takes the chunks another hasn't started, from the back, but not its last one. Threads in step move little (the
   // last chunks are single iterations); where one thread starts late (its wake-up) or runs slower (another tenant
   // on its core), the other takes over the late share's tail instead of waiting for it.
+  // Each share goes to the same thread in every call (the caller share 0, worker w share w + 1) whichever task
+  // index its thread drew: otherwise a thread woken first would take share 0 and the next kernel's share 0 would
+  // find its data in the other core's cache. A task whose thread's share is claimed (a late worker's task run by
+  // another) claims the next unclaimed one: n tasks claim the n shares.
   const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
   std::vector<Share> shares(static_cast<size_t>(n));
   for (int i = 0; i < n; i++) {
@@ -107,11 +113,13 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
     shares[i].range.store(static_cast<uint64_t>(lo) << 32 | static_cast<uint64_t>(hi), std::memory_order_relaxed);
     shares[i].parts = s.steal;
   }
-  parallel_for(n, [&](int i) {
+  parallel_for(n, [&](int) {
+    int own = tl_thread % n;
+    while (shares[own].claimed.exchange(true, std::memory_order_acq_rel)) own = (own + 1) % n;
     int64_t lo = 0, hi = 0;
-    while (shares[i].take(true, lo, hi)) fn(lo, hi);
+    while (shares[own].take(true, lo, hi)) fn(lo, hi);
     for (int d = 1; d < n; d++)
-      while (shares[(i + d) % n].take(false, lo, hi)) fn(lo, hi);
+      while (shares[(own + d) % n].take(false, lo, hi)) fn(lo, hi);
   });
 }
 
@@ -126,7 +134,11 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::grow(int n) {
   // a new worker takes tasks of the call about to be published (its generation is past this one)
-  while (static_cast<int>(threads_.size()) < n) threads_.emplace_back([this, seen = generation_] { worker_loop(seen); });
+  while (static_cast<int>(threads_.size()) < n)
+    threads_.emplace_back([this, seen = generation_, id = static_cast<int>(threads_.size()) + 1] {
+      tl_thread = id;
+      worker_loop(seen);
+    });
 }
 
 // A ticket's (generation, tasks, next) come in one fetch_add, so a worker late for a call can't take a task
