@@ -104,7 +104,7 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
   // on its core), the other takes over the late share's tail instead of waiting for it.
   // Each share goes to the same thread in every call (the caller share 0, worker w share w + 1) whichever task
   // index its thread drew: otherwise a thread woken first would take share 0 and the next kernel's share 0 would
-  // find its data in the other core's cache. A task whose thread's share is claimed (a late worker's task run by
+  // find its data in the other core's cache (workers past n, left from a larger THREADS, map onto shares 1..n-1). A task whose thread's share is claimed (a late worker's task run by
   // another) claims the next unclaimed one: n tasks claim the n shares.
   const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
   std::vector<Share> shares(static_cast<size_t>(n));
@@ -114,7 +114,7 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
     shares[i].parts = s.steal;
   }
   parallel_for(n, [&](int) {
-    int own = tl_thread % n;
+    int own = tl_thread == 0 ? 0 : 1 + (tl_thread - 1) % (n - 1);   // a worker past n (THREADS was larger) not share 0
     while (shares[own].claimed.exchange(true, std::memory_order_acq_rel)) own = (own + 1) % n;
     int64_t lo = 0, hi = 0;
     while (shares[own].take(true, lo, hi)) fn(lo, hi);
@@ -168,8 +168,10 @@ bool ThreadPool::wait_for_work(uint64_t seen) {
   return !stop_.load();
 }
 
+// A worker past the call's participants (left from a larger THREADS) sits the call out: THREADS=2 runs on the
+// caller and worker 1 only, so each share keeps its thread (parallel_range).
 void ThreadPool::worker_loop(uint64_t seen) {
-  while (wait_for_work(seen)) seen = take_tasks();
+  while (wait_for_work(seen)) seen = tl_thread < participants_.load(std::memory_order_acquire) ? take_tasks() : gen_of(ticket_.load(std::memory_order_acquire));
 }
 
 void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
@@ -178,7 +180,9 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
   if (static_cast<uint64_t>(n) >= kFieldMask / 2)
     throw Error("ThreadPool::parallel_for of " + std::to_string(n) + " tasks: at most " + std::to_string(kFieldMask / 2 - 1) + " (THREADS too large?)");
   std::lock_guard<std::mutex> call(call_mu_);
-  grow(n - 1);
+  const int participants = std::min(n, std::max(1, settings().threads));
+  grow(participants - 1);
+  participants_.store(participants, std::memory_order_relaxed);
   fn_ = &fn;
   pending_.store(n, std::memory_order_relaxed);
   ticket_.store(++generation_ << (2 * kFieldBits) | static_cast<uint64_t>(n) << kFieldBits);   // seq_cst: see wait_for_work
