@@ -104,8 +104,9 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
   // on its core), the other takes over the late share's tail instead of waiting for it.
   // Each share goes to the same thread in every call (the caller share 0, worker w share w + 1) whichever task
   // index its thread drew: otherwise a thread woken first would take share 0 and the next kernel's share 0 would
-  // find its data in the other core's cache (workers past n, left from a larger THREADS, map onto shares 1..n-1). A task whose thread's share is claimed (a late worker's task run by
-  // another) claims the next unclaimed one: n tasks claim the n shares.
+  // find its data in the other core's cache (workers past n, left from a larger THREADS, map onto shares 1..n-1).
+  // A task whose thread's share is claimed (a late worker's task run by another) claims the next unclaimed one:
+  // n tasks claim the n shares.
   const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
   std::vector<Share> shares(static_cast<size_t>(n));
   for (int i = 0; i < n; i++) {
