@@ -127,6 +127,36 @@ TEST(CpuGemmPack, PanelsOfTilesOddSizesBatchTransposedStrided) {
   check_matmul(ints({1, 1, 65, 64}, 8), ints({1, 64, 512}, 9), true);
 }
 
+// At 2 and 3 threads the packed GEMM's parallel loop spans panels and 8-row groups (codegen/lowerer.cpp
+// parallel_dims: a few panels are too few iterations for the pool to balance), and the shares and guided chunks
+// cut it anywhere inside a panel: odd K, a batch, b transposed, exact against NOOPT and the host loop. Rows that
+// are no whole number of 8-row groups (67) keep the panels' loop alone.
+TEST(CpuGemmPack, SplitInsidePanelsOddSizesBatchTransposed) {
+  for (int64_t threads : {2, 3}) {
+    SCOPED_TRACE("THREADS " + std::to_string(threads));
+    Context ctx({{"CPU_L2", 2 << 20}, {"THREADS", threads}});
+    auto collapsed = [](const Tensor& out) {
+      auto plan = cpu_gemm_pack(last_ast(out), cpu());
+      if (!plan) return false;
+      Kernel k(plan->gemm_ast, cpu());
+      k.hand_coded_optimizations();
+      return k.to_program().global_size.at(0) > k.full_shape()[0];
+    };
+    const Tensor a = ints({200, 129}, 11), b = ints({129, 512}, 12);
+    EXPECT_TRUE(collapsed(a.matmul(b))) << "4 panels of 128 columns, 25 groups of 8 rows";
+    check_matmul(a, b, true);
+    const Tensor c = ints({67, 129}, 17);
+    EXPECT_FALSE(collapsed(c.matmul(b))) << "67 rows are no whole number of 8-row groups: the panels stay the loop";
+    check_matmul(c, b, true);
+    const Tensor ba = ints({2, 64, 72}, 13), bb = ints({2, 72, 256}, 14);
+    EXPECT_TRUE(collapsed(ba.matmul(bb)));
+    check_matmul(ba, bb, true);
+    const Tensor x = ints({96, 130}, 15), w = ints({512, 130}, 16);
+    EXPECT_TRUE(collapsed(x.matmul(w.T())));
+    check_matmul(x, w.T(), true);
+  }
+}
+
 TEST(CpuGemmPack, NotForSmallOrWhenOff) {
   const Tensor a = ints({64, 64}, 1), b = ints({64, 64}, 2);
   EXPECT_FALSE(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())) << "64^3: the copy would cost more than it saves";

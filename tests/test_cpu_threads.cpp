@@ -15,6 +15,7 @@
 #include "access.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/lowerer.hpp"
+#include "codegen/pack.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "runtime/threadpool.hpp"
@@ -221,7 +222,7 @@ TEST(CpuThreads, StalledShareIsTakenOverChunkByChunk) {
         const auto end = std::chrono::steady_clock::now() + wait;
         // everything but this call and the chunk its owner keeps
         while (done.load() < g - 2 * (hi - lo) && std::chrono::steady_clock::now() < end) std::this_thread::yield();
-        others_finished = done.load() == g - 2 * (hi - lo);
+        others_finished = done.load() >= g - 2 * (hi - lo);   // (more where one thread ran both tasks: no stall)
       }
       done.fetch_add(hi - lo);
     });
@@ -233,6 +234,71 @@ TEST(CpuThreads, StalledShareIsTakenOverChunkByChunk) {
       EXPECT_EQ(held.load(), g / 2) << "CPU_STEAL=0 keeps the static halves";
     }
   }
+}
+
+// A share runs in guided chunks (1/CPU_STEAL of what is left): when its owner is held up in its first chunk, the
+// other thread runs its own share and then the stalled share's chunks down to a single iteration, not down to a
+// chunk of 1/CPU_STEAL of the share. 1024 iterations on 2 threads: the stalled call holds its first 64 (fewer where
+// its thread started late and the other took its share's tail first) and at most 1 more is left for it; with fixed
+// chunks of 64 (the old split) 64 more were left.
+TEST(CpuThreads, StalledShareIsTakenOverToItsLastIteration) {
+  Context ctx({{"THREADS", 2}, {"CPU_STEAL", 8}});
+  const int64_t g = 1024;
+  std::atomic<int64_t> done{0}, held{0}, left{0};
+  std::atomic<bool> others_finished{false};
+  ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t hi) {
+    if (lo == 0) {
+      held = hi - lo;
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (done.load() < g - (hi - lo) - 1 && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+      others_finished = done.load() >= g - (hi - lo) - 1;
+      left = g - (hi - lo) - done.load();
+    }
+    done.fetch_add(hi - lo);
+  });
+  EXPECT_EQ(done.load(), g);
+  EXPECT_LE(held.load(), g / 2 / 8) << "the owner's first chunk: at most 1/8 of its share (less where it started late)";
+  EXPECT_TRUE(others_finished.load()) << "the other thread left " << left.load() << " iterations besides the stalled chunk (1 expected)";
+}
+
+// A big kernel's parallel loop spans dims until each thread has kCpuUnitsPerThread iterations: 1024^3's packed GEMM
+// (8 column panels, then 128 groups of 8 rows) runs 8 x 128 iterations in the panel order at THREADS=2 (8 panels
+// alone let a thread wait up to an eighth of the kernel for the other); THREADS=1 keeps the panels' loop; a small
+// kernel's even first dim stays alone (FirstDimThatSufficesStaysAlone).
+TEST(CpuThreads, BigGemmLoopSpansPanelsAndRowGroups) {
+  Context ctx({{"CPU_L2", int64_t{2} << 20}, {"THREADS", 2}});   // this VM's L2: the panels go outermost
+  const auto plan = cpu_gemm_pack(last_ast(input({1024, 1024}, 21).matmul(input({1024, 1024}, 22))), cpu());
+  ASSERT_TRUE(plan);
+  const UOp ast = plan->gemm_ast;
+  const Parallel p2 = parallel_of(ast, 2);
+  ASSERT_GE(p2.global_dims, 2) << to_str(p2.full_shape);
+  EXPECT_EQ(p2.full_shape[0], 8) << "8 column panels outermost\n" << to_str(p2.full_shape);
+  EXPECT_EQ(p2.extent, p2.full_shape[0] * p2.full_shape[1]) << to_str(p2.full_shape) << "\n" << p2.src;
+  EXPECT_GE(p2.extent, 2 * kCpuUnitsPerThread);
+  const Parallel p1 = parallel_of(ast, 1);
+  EXPECT_EQ(p1.extent, p1.full_shape[0]) << "one thread: no reason to collapse\n" << to_str(p1.full_shape);
+}
+
+// Each share goes to the same thread in every call: the caller runs share 0 from its front, worker 1 share 1, so a
+// kernel's share finds its data in the cache its thread filled in the kernel before. A worker spinning for the next
+// call (POOL_SPIN_US) often draws the first task before the caller; the old split gave it share 0 then. Calls where
+// one thread ran both tasks (the other late for the whole call) say nothing and are skipped.
+TEST(CpuThreads, EachShareRunsOnTheSameThreadEveryCall) {
+  Context ctx({{"THREADS", 2}, {"CPU_STEAL", 8}, {"POOL_SPIN_US", 1000}});
+  const int64_t g = 16;
+  int both = 0;
+  for (int call = 0; call < 30; call++) {
+    std::thread::id first0, first1;
+    ThreadPool::global().parallel_range(g, [&](int64_t lo, int64_t) {
+      if (lo == 0) first0 = std::this_thread::get_id();
+      if (lo == g / 2) first1 = std::this_thread::get_id();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    });
+    if (first0 == first1) continue;
+    both++;
+    EXPECT_EQ(first0, std::this_thread::get_id()) << "call " << call << ": share 0 ran on the worker";
+  }
+  EXPECT_GT(both, 0) << "no call had both threads running";
 }
 
 TEST(CpuThreads, StealMustBeNonNegative) {

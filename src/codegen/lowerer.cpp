@@ -248,14 +248,20 @@ class Lowerer {
   // 10 classes on 16 threads) leaves threads idle, and one not a multiple of the thread count leaves a tail.
   // While the slices keep under 90% of the threads busy, the next global dim joins the loop (not a symbolic
   // or split one, and not one that would leave an iteration under 64 elements of work: an elementwise
-  // kernel's contiguous last dim stays an inner loop). One dim is enough at 1 or 2 threads unless its
-  // extent is odd and short.
+  // kernel's contiguous last dim stays an inner loop). A big kernel's loop also takes the next dims while
+  // it has under kCpuUnitsPerThread iterations a thread and each keeps kCpuUnitWork elements: the pool balances
+  // the threads by iterations (runtime/threadpool.hpp), and a 1024^3 GEMM's 8 column panels on 2 threads let one
+  // thread wait up to a panel (an eighth of the kernel) for a late or slower other; its 8 x 128 (panel, row
+  // group) iterations keep the panel order. One dim is enough at 1 thread, and at 2 for a small kernel unless
+  // its extent is odd and short.
   int64_t parallel_dims(int64_t first_reduce) const {
     if (full_sym_[0] || prod(full_shape_) == 0) return 1;
     const int64_t threads = cpu_threads();
     auto busy = [&](int64_t n) { return static_cast<double>(n) / static_cast<double>(threads * ((n + threads - 1) / threads)); };
+    auto fits = [&](int64_t c, int64_t inner) { return c < first_reduce && !full_sym_[c] && !split_of(c) && inner / full_shape_[c] >= 64; };
     int64_t c = 1, n = full_shape_[0], inner = prod(full_shape_) / n;
-    while (busy(n) < 0.9 && c < first_reduce && !full_sym_[c] && !split_of(c) && inner / full_shape_[c] >= 64)
+    while (busy(n) < 0.9 && fits(c, inner)) n *= full_shape_[c], inner /= full_shape_[c++];
+    while (threads > 1 && n < threads * kCpuUnitsPerThread && fits(c, inner) && inner / full_shape_[c] >= kCpuUnitWork)
       n *= full_shape_[c], inner /= full_shape_[c++];
     return c;
   }

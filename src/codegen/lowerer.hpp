@@ -23,6 +23,11 @@ UOp lower_ast(const UOp& ast, const Renderer& opts);
 
 // Work at least this large (elements of the full shape) makes the CPU's first global loop parallel.
 constexpr int64_t kCpuParallelMinWork = int64_t{1} << 15;
+// A big kernel's parallel loop spans global dims until each thread has this many iterations, each of at least
+// kCpuUnitWork elements of the full shape (lowerer.cpp parallel_dims): the pool's chunks can then balance threads
+// that start or run unevenly to a small part of a share.
+constexpr int64_t kCpuUnitsPerThread = 16;
+constexpr int64_t kCpuUnitWork = int64_t{1} << 14;
 
 // tinygrad's get_grouped_dims: SPECIALs named prefix<i> for dims, merged until they fit max_sizes
 // (empty: no limit), then split back with % and / so there is one index per dim.

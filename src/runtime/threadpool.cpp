@@ -8,6 +8,7 @@
 namespace tg {
 
 namespace {
+thread_local int tl_thread = 0;   // 0: a caller (any thread not of the pool), w + 1: worker w
 constexpr int kFieldBits = 20;   // tasks and next task per ticket field
 constexpr uint64_t kFieldMask = (uint64_t{1} << kFieldBits) - 1;
 uint64_t gen_of(uint64_t t) { return t >> (2 * kFieldBits); }
@@ -64,19 +65,23 @@ int ThreadPool::default_threads() { return settings().threads; }
 int ThreadPool::slices_per_thread() { return settings().slices; }
 
 namespace {
-// One task's share of the range, [lo, hi) packed as lo << 32 | hi: its owner takes chunks from the front, a
-// task done with its own share takes them from the back while more than one chunk is left (the owner keeps its
-// last chunk: threads within a chunk of each other move nothing). Each on its own cache line.
+// One task's share of the range, [lo, hi) packed as lo << 32 | hi, run in guided chunks: each take is a
+// 1/parts of what is left unstarted (at least 1), so chunks start large and shrink to single iterations at the
+// share's end, where a thread done with its own share takes them from the back while more than one is left (the
+// owner keeps its last one). A late or slower thread then leaves the other at most a small chunk's wait, not a
+// 1/parts of its share. Each share on its own cache line.
 struct alignas(64) Share {
   std::atomic<uint64_t> range{0};
-  int64_t chunk = 1;
+  std::atomic<bool> claimed{false};   // by the task that runs it from the front
+  int64_t parts = 1;
   // the next chunk from the front (owner) or the back (another task) into [lo, hi); false when none is left to take
   bool take(bool front, int64_t& lo, int64_t& hi) {
     uint64_t cur = range.load(std::memory_order_acquire);
     for (;;) {
       const int64_t l = static_cast<int64_t>(cur >> 32), h = static_cast<int64_t>(cur & 0xffffffffu);
-      if (front ? l >= h : h - l <= chunk) return false;
-      lo = front ? l : std::max(l, h - chunk), hi = front ? std::min(h, l + chunk) : h;
+      if (front ? l >= h : h - l <= 1) return false;
+      const int64_t chunk = (h - l + parts - 1) / parts;
+      lo = front ? l : std::max(l + 1, h - chunk), hi = front ? l + chunk : h;
       const uint64_t next = front ? static_cast<uint64_t>(hi) << 32 | static_cast<uint64_t>(h) : static_cast<uint64_t>(l) << 32 | static_cast<uint64_t>(lo);
       if (range.compare_exchange_weak(cur, next, std::memory_order_acq_rel)) return true;
     }
@@ -93,22 +98,29 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
     return;
   }
   // One contiguous share a thread, as the static split (a kernel's share lands on the core whose cache holds it
-  // from the kernel before), run in CPU_STEAL chunks: a thread done with its share takes the chunks another hasn't
-  // started, from the back, but not its last one. Idle, the threads finish within a chunk of each other and nothing
-  // moves; where another process holds one core, the free thread takes over the stalled share's chunks but one
-  // instead of waiting for them all.
+  // from the kernel before), run in guided chunks of 1/CPU_STEAL of what is left: a thread done with its share
+  // takes the chunks another hasn't started, from the back, but not its last one. Threads in step move little (the
+  // last chunks are single iterations); where one thread starts late (its wake-up) or runs slower (another tenant
+  // on its core), the other takes over the late share's tail instead of waiting for it.
+  // Each share goes to the same thread in every call (the caller share 0, worker w share w + 1) whichever task
+  // index its thread drew: otherwise a thread woken first would take share 0 and the next kernel's share 0 would
+  // find its data in the other core's cache (workers past n, left from a larger THREADS, map onto shares 1..n-1).
+  // A task whose thread's share is claimed (a late worker's task run by another) claims the next unclaimed one:
+  // n tasks claim the n shares.
   const int n = static_cast<int>(std::min<int64_t>(g, s.threads));
   std::vector<Share> shares(static_cast<size_t>(n));
   for (int i = 0; i < n; i++) {
     const int64_t lo = g * i / n, hi = g * (i + 1) / n;
     shares[i].range.store(static_cast<uint64_t>(lo) << 32 | static_cast<uint64_t>(hi), std::memory_order_relaxed);
-    shares[i].chunk = std::max<int64_t>(1, (hi - lo + s.steal - 1) / s.steal);
+    shares[i].parts = s.steal;
   }
-  parallel_for(n, [&](int i) {
+  parallel_for(n, [&](int) {
+    int own = tl_thread == 0 ? 0 : 1 + (tl_thread - 1) % (n - 1);   // a worker past n (THREADS was larger) not share 0
+    while (shares[own].claimed.exchange(true, std::memory_order_acq_rel)) own = (own + 1) % n;
     int64_t lo = 0, hi = 0;
-    while (shares[i].take(true, lo, hi)) fn(lo, hi);
+    while (shares[own].take(true, lo, hi)) fn(lo, hi);
     for (int d = 1; d < n; d++)
-      while (shares[(i + d) % n].take(false, lo, hi)) fn(lo, hi);
+      while (shares[(own + d) % n].take(false, lo, hi)) fn(lo, hi);
   });
 }
 
@@ -123,7 +135,11 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::grow(int n) {
   // a new worker takes tasks of the call about to be published (its generation is past this one)
-  while (static_cast<int>(threads_.size()) < n) threads_.emplace_back([this, seen = generation_] { worker_loop(seen); });
+  while (static_cast<int>(threads_.size()) < n)
+    threads_.emplace_back([this, seen = generation_, id = static_cast<int>(threads_.size()) + 1] {
+      tl_thread = id;
+      worker_loop(seen);
+    });
 }
 
 // A ticket's (generation, tasks, next) come in one fetch_add, so a worker late for a call can't take a task
@@ -153,8 +169,10 @@ bool ThreadPool::wait_for_work(uint64_t seen) {
   return !stop_.load();
 }
 
+// A worker past the call's participants (left from a larger THREADS) sits the call out: THREADS=2 runs on the
+// caller and worker 1 only, so each share keeps its thread (parallel_range).
 void ThreadPool::worker_loop(uint64_t seen) {
-  while (wait_for_work(seen)) seen = take_tasks();
+  while (wait_for_work(seen)) seen = tl_thread < participants_.load(std::memory_order_acquire) ? take_tasks() : gen_of(ticket_.load(std::memory_order_acquire));
 }
 
 void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
@@ -163,7 +181,9 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
   if (static_cast<uint64_t>(n) >= kFieldMask / 2)
     throw Error("ThreadPool::parallel_for of " + std::to_string(n) + " tasks: at most " + std::to_string(kFieldMask / 2 - 1) + " (THREADS too large?)");
   std::lock_guard<std::mutex> call(call_mu_);
-  grow(n - 1);
+  const int participants = std::min(n, std::max(1, settings().threads));
+  grow(participants - 1);
+  participants_.store(participants, std::memory_order_relaxed);
   fn_ = &fn;
   pending_.store(n, std::memory_order_relaxed);
   ticket_.store(++generation_ << (2 * kFieldBits) | static_cast<uint64_t>(n) << kFieldBits);   // seq_cst: see wait_for_work

@@ -1,6 +1,6 @@
 // One persistent pool of worker threads for CPU kernels. parallel_for(n, fn) runs fn(0..n-1) on the calling
-// thread and the workers, and returns when all are done. Workers are started on first need and kept; calls
-// are serialized (one kernel at a time).
+// thread and the first min(n, THREADS) - 1 workers, and returns when all are done. Workers are started on first
+// need and kept; calls are serialized (one kernel at a time).
 // A call publishes one atomic ticket (generation | task count | next task); every thread takes tasks by
 // fetch_add on it, with no lock. Between calls a worker sleeps, or first spins on the ticket for POOL_SPIN_US
 // (default 0; never where the pool has more threads than cores). On the device's 16-core VM spinning 100 us cut
@@ -27,9 +27,9 @@ class ThreadPool {
   // (3 of 3 rounds: a kernel's slice no longer lands on the core whose cache holds it from the kernel before) and
   // matmul no faster. More slices help where another process holds one of the cores: a static half waits for its
   // descheduled thread while the other idles (bench/NOTES_cpu_gemm.md). With one slice a thread, each thread's
-  // share runs in CPU_STEAL chunks (default 8; 0 = off), and a thread done with its own takes the chunks
-  // another hasn't started, from the back, all but the last: the static split's placement when the threads keep
-  // pace, and a wait of at most two chunks for a descheduled one.
+  // share runs in guided chunks, each 1/CPU_STEAL of what is left (default 8; 0 = off), and a thread done
+  // with its own takes the chunks another hasn't started, from the back, all but the last: the static split's
+  // placement when the threads keep pace, and a wait of a small chunk for a late or slower one.
   void parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn);
   static int slices_per_thread();   // CPU_SLICES env, default 1
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -53,6 +53,7 @@ class ThreadPool {
   const std::function<void(int)>* fn_ = nullptr;
   std::atomic<uint64_t> ticket_{0};   // generation << 40 | tasks << 20 | next task
   std::atomic<int> pending_{0};       // tasks of the call not finished
+  std::atomic<int> participants_{0};  // the caller and workers 1..participants-1 take the call's tasks
   std::atomic<int> sleepers_{0};
   std::atomic<bool> caller_waiting_{false};   // parallel_for sleeps on done_cv_ for the last task
   std::atomic<int64_t> spin_ns_{0};
