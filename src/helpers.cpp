@@ -64,28 +64,27 @@ bool env_unchanged(const std::vector<EnvRead>& reads) {
   return std::all_of(reads.begin(), reads.end(), [](const EnvRead& r) { return lookup(r.key) == std::pair{r.set, r.value}; });
 }
 
-int64_t getenv(const std::string& key, int64_t default_value) {
+namespace {
+// key's value read by parse (std::stoll, std::stod) to its last character, or the default where unset
+template <class T, class Parse> T getenv_parsed(const std::string& key, T default_value, Parse parse, const char* kind, const char* example) {
   std::string s = getenv_str(key, "");
   if (s.empty()) return default_value;
   try {
     size_t pos = 0;
-    int64_t v = std::stoll(s, &pos);
+    T v = parse(s, &pos);
     if (pos == s.size()) return v;
   } catch (const std::exception&) {
   }
-  throw Error("getenv: " + key + "=" + s + " is not an integer; set it to a number like " + key + "=1");
+  throw Error("getenv: " + key + "=" + s + " is not " + kind + "; set it to a value like " + key + "=" + example);
+}
+}  // namespace
+
+int64_t getenv(const std::string& key, int64_t default_value) {
+  return getenv_parsed<int64_t>(key, default_value, [](const std::string& s, size_t* pos) { return std::stoll(s, pos); }, "an integer", "1");
 }
 
 double getenv_float(const std::string& key, double default_value) {
-  std::string s = getenv_str(key, "");
-  if (s.empty()) return default_value;
-  try {
-    size_t pos = 0;
-    double v = std::stod(s, &pos);
-    if (pos == s.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw Error("getenv: " + key + "=" + s + " is not a number; set it to a value like " + key + "=0.5");
+  return getenv_parsed<double>(key, default_value, [](const std::string& s, size_t* pos) { return std::stod(s, pos); }, "a number", "0.5");
 }
 
 Context::Context(std::initializer_list<std::pair<std::string, int64_t>> vars) {
