@@ -602,6 +602,18 @@ void second_vector_row(Kernel& k, const std::vector<size_t>& vector_inputs) {
   }
 }
 
+// Every input read as scalars (broadcast into the tile; not one of vector_inputs, not read after the reduce) reads
+// along axis at stride 1, unmasked, and there is at least one: the tile rows' broadcasts then come from one line.
+bool scalar_inputs_contiguous(const Kernel& k, const std::vector<size_t>& vector_inputs, int64_t axis) {
+  bool any = false;
+  for (size_t i = 1; i < k.bufs.size(); i++) {
+    if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
+    if (stride_of(k, i, axis) != 1 || k.axis_is_masked(i, axis)) return false;
+    any = true;
+  }
+  return any;
+}
+
 // Tile rows along an output axis where every input read as scalars (broadcast to the tile's vectors) is
 // contiguous and unmasked: a conv's output columns, where the rows' broadcasts read neighbouring floats (one
 // or two lines per reduce step) instead of one line from each of 8 images 74 KB apart, and where 10 rows
@@ -624,13 +636,7 @@ std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k,
       const int64_t rows = short_tier ? largest_divisor(-neg_size, {9, 6, 5}) : largest_divisor(-neg_size, {10, 8, 7});
       // (the short rows only along the output's columns: a weight gradient's kx keeps kernel_column_rows' tile)
       if (rows == 1 || k.symbolic_axis(axis) || (short_tier && stride_of(k, 0, axis) != 1)) continue;
-      bool ok = true, any = false;
-      for (size_t i = 1; i < k.bufs.size() && ok; i++) {
-        if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
-        ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
-        any = true;
-      }
-      if (ok && any) return std::make_pair(axis, rows);
+      if (scalar_inputs_contiguous(k, vector_inputs, axis)) return std::make_pair(axis, rows);
     }
     if (!short_rows) break;
   }
@@ -654,13 +660,7 @@ std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<siz
   for (const auto& [neg_size, axis] : reuse_axes) {
     const int64_t n = -neg_size;
     if (n < 3 || n > 6 || k.symbolic_axis(axis) || stride_of(k, 0, axis) == 1) continue;
-    bool ok = true, any = false;
-    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
-      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
-      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
-      any = true;
-    }
-    if (!ok || !any) continue;
+    if (!scalar_inputs_contiguous(k, vector_inputs, axis)) continue;
     for (int64_t m : {3, 2})
       for (const auto& [neg_other, other] : reuse_axes)
         if (other != axis && !k.symbolic_axis(other) && n * m <= kMaxRows && -neg_other % m == 0) return TapRows{axis, other, m};
@@ -687,13 +687,7 @@ std::optional<TapRows> four_column_rows(const Kernel& k, const std::vector<size_
     if (-neg_size != 4 || axis == 0 || k.symbolic_axis(axis) || stride_of(k, 0, axis) != 1) continue;
     const int64_t rows = axis - 1;
     if (!reused(rows) || k.symbolic_axis(rows) || k.full_shape()[rows] % 2 != 0) continue;
-    bool ok = true, any = false;
-    for (size_t i = 1; i < k.bufs.size() && ok; i++) {
-      if (std::find(vector_inputs.begin(), vector_inputs.end(), i) != vector_inputs.end() || read_after_reduce(k, i)) continue;
-      ok = stride_of(k, i, axis) == 1 && !k.axis_is_masked(i, axis);
-      any = true;
-    }
-    if (ok && any) return TapRows{axis, rows, 2};
+    if (scalar_inputs_contiguous(k, vector_inputs, axis)) return TapRows{axis, rows, 2};
   }
   return std::nullopt;
 }

@@ -172,6 +172,13 @@ Tensor kernel_phase(const Tensor& w, const Shape& s, const Shape& r, const Shape
   return t;
 }
 
+// len rounded up to a multiple of `round` (> 1) where that adds at most 1/frac of it, else len itself
+int64_t round_up_within(int64_t len, int64_t round, int64_t frac) {
+  if (round <= 1 || len % round == 0) return len;
+  const int64_t up = (len / round + 1) * round;
+  return up * frac <= len * (frac + 1) ? up : len;
+}
+
 // The input gradient of a strided conv (dilation 1), split by the input position's phase: the
 // positions y = r (mod s) of the padded input only meet the taps k = r (mod s), so each phase is
 // a stride-1 conv of grad_output itself (not dilated) with that sub-kernel, and the phases
@@ -195,9 +202,7 @@ Tensor strided_input_grad(const Tensor& g, const Tensor& w, const Shape& in, con
   // (resnet_s2_bw's phases: 8.1 -> 4.5 ms CPU). The extra positions read the padding's zeros and are cut
   // off with the rest. CONV_PHASE_ROUND=0 keeps the exact length.
   // (CPU only: a GPU's threads don't need whole vectors per row)
-  if (const int64_t r = getenv("CONV_PHASE_ROUND", 16);
-      g.device().rfind("CPU", 0) == 0 && r > 1 && L[n - 1] % r != 0 && (L[n - 1] / r + 1) * r * 8 <= L[n - 1] * 9)
-    L[n - 1] = (L[n - 1] / r + 1) * r;
+  if (g.device().rfind("CPU", 0) == 0) L[n - 1] = round_up_within(L[n - 1], getenv("CONV_PHASE_ROUND", 16), 8);
   // grad_output padded once: by the most taps less one on the left, and on the right as far as every
   // phase's window of it reaches. Each phase's conv then yields its L positions (the ones past the
   // grad's reach read zeros): an output as wide for every phase, not O + taps - 1 (an odd 11 left a
@@ -267,7 +272,7 @@ std::vector<std::vector<InputPhase>> phase_combos(const std::vector<std::vector<
     for (size_t j = 0; j < n; j++) p[j] = ph[j][at[j]], taps = taps && p[j].kr > 0;
     InputPhase& x = p[n - 1];
     const bool column_tile = packed && x.kr > 1 && rcout * prod(kr_of(p)) >= 128;
-    if (round > 1 && !column_tile && x.M % round != 0 && (x.M / round + 1) * round * 7 <= x.M * 8) x.E = (x.M / round + 1) * round;
+    if (!column_tile) x.E = round_up_within(x.M, round, 7);
     if (taps) combos.push_back(p);
     more = false;
     for (size_t j = n; j-- > 0;) {
@@ -311,10 +316,7 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
   // the phases' slots per dim: the longest phase's M, the last dim's rounded as a 1-tap phase's E is, so the interleave
   // runs whole 16-wide rows (E_28672_16_2_2: 0.67-0.94 ms against 0.83-1.03 for 14-wide rows, one core, 5 alternated
   // rounds); dx is then a view of that wider grid, as strided_input_grad's was of the padded input's
-  auto slot_len = [&](size_t j) {
-    const int64_t M = ph[j][0].M;
-    return j + 1 == n && round > 1 && M % round != 0 && (M / round + 1) * round * 7 <= M * 8 ? (M / round + 1) * round : M;
-  };
+  auto slot_len = [&](size_t j) { return j + 1 == n ? round_up_within(ph[j][0].M, round, 7) : ph[j][0].M; };
   std::optional<Tensor> dx;
   for (const auto& p : combos) {
     Shape r(n), kr(n), wrj{groups, rcout, cin}, wtj{groups * cin, rcout}, slots{bs, groups * cin};
@@ -595,11 +597,7 @@ bool pads_columns_forward(const Tensor& x, const Shape& K, const ConvArgs& a) {
 // 15). The copy is up to 6 columns wider (36 for 30). CONV_FW_ALIGNED_COPY=0: the exact padding.
 Tensor aligned_column_copy(const Tensor& x, std::pair<int64_t, int64_t> pads) {
   const size_t n = x.shape().size() - 2;
-  auto last = [n](std::pair<int64_t, int64_t> p) {
-    std::vector<std::pair<int64_t, int64_t>> lr(n, {0, 0});
-    lr.back() = p;
-    return lr;
-  };
+  auto last = [n](std::pair<int64_t, int64_t> p) { return only_last(std::vector<std::pair<int64_t, int64_t>>(n, p), true); };
   if (!getenv("CONV_FW_ALIGNED_COPY", 1)) return pad_or_cut(x, last(pads)).contiguous();
   const int64_t W = x.shape().back(), l4 = (pads.first + 3) / 4 * 4, width = (l4 + W + pads.second + 3) / 4 * 4;
   const Tensor copy = pad_or_cut(x, last({l4, width - l4 - W})).contiguous();
