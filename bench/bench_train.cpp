@@ -6,6 +6,11 @@
 // IMPL=tg or IMPL=torch runs one side only: its line's peak_rss_mb (the process's peak resident memory)
 // is then that side's alone. cpu_s_per_step is the process CPU time of a step (all threads): on a
 // machine shared with other work, tg's and libtorch's CPU seconds compare where wall time doesn't.
+// s_min / s_max: the fastest and slowest of the timed steps (the spread within one process).
+// PROFILE_STEPS=n (IMPL=tg): n more steps with the batch passed in, each kernel timed (PROFILE=1) with the thread
+// pool's record of it (POOL_STATS=1): a "train_profile" line (the step's wall time, its kernels' sum, the host
+// time between them, the pool's wake-up and tail waits) and a "train_kernel" line per kernel of the step, medians
+// over the n steps, in the step's order (THREADS=2 and 16 listings join by "k").
 
 #include <sys/resource.h>
 #include <time.h>
@@ -17,9 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "engine/profile.hpp"
 #include "limits.hpp"
-#include "tg/tg.hpp"
 #include "mnist_model.hpp"
+#include "runtime/threadpool.hpp"
+#include "tg/tg.hpp"
 #ifdef TG_HAVE_TORCH
 #include <torch/torch.h>
 #endif
@@ -44,6 +51,67 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+
+// PROFILE_STEPS: n steps with every kernel timed and the pool's record of each (see the top of the file)
+struct KernelRun {
+  std::string name;
+  double us = 0, late_us = 0, wait_us = 0;
+  int64_t g = 0;    // the largest parallel extent of its pool calls (a kernel of several programs makes several)
+  int tasks = 0, joined = 0, calls = 0;
+};
+// the step's kernels (profile events) with the pool's records of the calls that ended inside each
+std::vector<KernelRun> kernel_runs(const std::vector<ThreadPool::CallStats>& pool) {
+  const double off_us = std::chrono::duration<double, std::micro>(clk::now().time_since_epoch()).count() - profile::now_us();
+  std::vector<KernelRun> ks;
+  std::vector<double> starts;
+  for (auto& e : profile::events())
+    if (e.track != "HOST") ks.push_back(KernelRun{e.name, e.dur_us}), starts.push_back(e.ts_us);
+  for (auto& c : pool) {
+    const double t = static_cast<double>(c.end_ns) * 1e-3 - off_us;
+    const auto it = std::upper_bound(starts.begin(), starts.end(), t);
+    if (it == starts.begin()) continue;
+    KernelRun& k = ks[static_cast<size_t>(it - starts.begin() - 1)];
+    k.g = std::max(k.g, c.g), k.tasks = std::max(k.tasks, c.tasks), k.joined = std::max(k.joined, c.joined);
+    k.late_us += c.late_us, k.wait_us += c.wait_us, k.calls++;
+  }
+  return ks;
+}
+
+void profile_steps(TinyJit& step, const std::vector<Tensor>& in, int n, int threads) {
+  Context ctx({{"PROFILE", 1}, {"POOL_STATS", 1}, {"JIT", 2}});   // JIT=2: kernel by kernel, not in CPU graphs
+  step(in)[0].item<float>();
+  profile::clear(), ThreadPool::global().take_stats();
+  std::vector<double> walls, sums, lates, waits;
+  std::vector<std::vector<KernelRun>> steps;
+  for (int i = 0; i < n; i++) {
+    auto t = clk::now();
+    step(in)[0].item<float>();
+    walls.push_back(secs(t));
+    steps.push_back(kernel_runs(ThreadPool::global().take_stats()));
+    profile::clear();
+    double sum = 0, late = 0, wait = 0;
+    for (auto& k : steps.back()) sum += k.us * 1e-6, late += k.late_us * 1e-6, wait += k.wait_us * 1e-6;
+    sums.push_back(sum), lates.push_back(late), waits.push_back(wait);
+  }
+  const size_t nk = steps[0].size();
+  bool same = true;   // every step the same kernels
+  for (auto& s : steps) same = same && s.size() == nk;
+  std::printf("{\"bench\":\"train_profile\",\"threads\":%d,\"steps\":%d,\"step_s\":%.4f,\"step_min_s\":%.4f,\"kernel_s\":%.4f,\"host_s\":%.4f,"
+              "\"late_s\":%.4f,\"wait_s\":%.4f,\"kernels\":%zu,\"same_kernels\":%s}\n",
+              threads, n, median(walls), min_of(walls), median(sums), median(walls) - median(sums), median(lates), median(waits), nk,
+              same ? "true" : "false");
+  for (size_t k = 0; k < nk && same; k++) {
+    std::vector<double> us, late, wait, joined;
+    for (auto& s : steps) us.push_back(s[k].us), late.push_back(s[k].late_us), wait.push_back(s[k].wait_us), joined.push_back(s[k].joined);
+    const KernelRun& r = steps[0][k];
+    std::printf("{\"bench\":\"train_kernel\",\"threads\":%d,\"k\":%zu,\"name\":\"%s\",\"us\":%.1f,\"us_min\":%.1f,\"us_max\":%.1f,\"g\":%lld,"
+                "\"tasks\":%d,\"joined\":%.0f,\"calls\":%d,\"late_us\":%.1f,\"wait_us\":%.1f}\n",
+                threads, k, r.name.c_str(), median(us), min_of(us), max_of(us), (long long)r.g, r.tasks, median(joined), r.calls, median(late),
+                median(wait));
+  }
+}
 
 // multiply-adds x2 of the convs and the linear layer for one step: forward, grad of the input (all but
 // c1, whose input needs none) and grad of the weights. Normalization/elementwise work is left out.
@@ -56,7 +124,6 @@ double gemm_flops(int64_t bs) {
   f += 2.0 * bs * 576 * 10 * 3;
   return f;
 }
-
 
 nn::datasets::Dataset load_data() {
   const std::string dir = nn::datasets::default_dir("fashion-mnist");
@@ -100,9 +167,9 @@ void bench_tg(int64_t bs, int steps, int threads) {
   }
   double step_s = median(ts);
   std::printf("{\"bench\":\"train_step\",\"impl\":\"tg\",\"what\":\"beautiful_mnist step, Adam, TinyJit replay, batch gathered in the step\","
-              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"cpu_s_per_step\":%.4f,\"first_step_s\":%.2f,\"kernels\":%lld,\"counted_gflop\":%.3f,"
+              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"s_min\":%.4f,\"s_max\":%.4f,\"cpu_s_per_step\":%.4f,\"first_step_s\":%.2f,\"kernels\":%lld,\"counted_gflop\":%.3f,"
               "\"counted_gflops\":%.2f,\"loss_first\":%.3f,\"loss_last\":%.3f,\"device\":\"%s\"}\n",
-              (long long)bs, threads, step_s, median(cs), first_s, (long long)kernels, ops / 1e9, ops / 1e9 / step_s, loss0, loss,
+              (long long)bs, threads, step_s, min_of(ts), max_of(ts), median(cs), first_s, (long long)kernels, ops / 1e9, ops / 1e9 / step_s, loss0, loss,
               Device::default_device().c_str());
 
   Tensor samples = Tensor::randint({bs}, 0, X.shape()[0]).realize();
@@ -121,9 +188,11 @@ void bench_tg(int64_t bs, int steps, int threads) {
   step_s = median(ts);
   double flops = gemm_flops(bs);
   std::printf("{\"bench\":\"train_step\",\"impl\":\"tg\",\"what\":\"beautiful_mnist step, Adam, TinyJit replay, batch passed in\","
-              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"cpu_s_per_step\":%.4f,\"kernels\":%lld,\"counted_gflop\":%.3f,\"conv_linear_gflop\":%.3f,"
+              "\"bs\":%lld,\"threads\":%d,\"s_per_step\":%.4f,\"s_min\":%.4f,\"s_max\":%.4f,\"cpu_s_per_step\":%.4f,\"kernels\":%lld,\"counted_gflop\":%.3f,\"conv_linear_gflop\":%.3f,"
               "\"conv_linear_gflops\":%.2f,\"peak_rss_mb\":%.0f}\n",
-              (long long)bs, threads, step_s, median(cs), (long long)kernels, ops / 1e9, flops / 1e9, flops / 1e9 / step_s, peak_rss_mb());
+              (long long)bs, threads, step_s, min_of(ts), max_of(ts), median(cs), (long long)kernels, ops / 1e9, flops / 1e9, flops / 1e9 / step_s, peak_rss_mb());
+  std::fflush(stdout);
+  if (const int n = static_cast<int>(getenv("PROFILE_STEPS", 0)); n > 0) profile_steps(model_step, {xb, yb}, n, threads);
 }
 
 #ifdef TG_HAVE_TORCH

@@ -1,7 +1,11 @@
 #include "runtime/threadpool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "tg/helpers.hpp"
 
@@ -53,10 +57,11 @@ const ThreadPool::Settings& ThreadPool::settings() {
   if (spin_us < 0) throw Error("POOL_SPIN_US=" + std::to_string(spin_us) + " must be >= 0 (microseconds a worker waits for the next kernel before it sleeps)");
   const int64_t slices = getenv("CPU_SLICES", 1);
   if (slices < 1) throw Error("CPU_SLICES=" + std::to_string(slices) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
+  const bool stats = getenv("POOL_STATS", 0) > 0;
   const int64_t steal = getenv("CPU_STEAL", 8);
   if (steal < 0) throw Error("CPU_STEAL=" + std::to_string(steal) + " must be >= 0 (chunks of a thread's share that another thread may take; 0: none)");
   global().spin_ns_.store(n <= static_cast<int64_t>(cores) ? spin_us * 1000 : 0, std::memory_order_relaxed);
-  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64)), static_cast<int>(std::min<int64_t>(steal, 1024))};
+  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64)), static_cast<int>(std::min<int64_t>(steal, 1024)), stats};
   seen_generation = gen;
   return s;
 }
@@ -91,10 +96,15 @@ struct alignas(64) Share {
 
 void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn) {
   const Settings& s = settings();
-  if (g <= 1 || s.threads <= 1) { fn(0, std::max<int64_t>(1, g)); return; }
+  if (g <= 1 || s.threads <= 1) {
+    fn(0, std::max<int64_t>(1, g));
+    if (s.stats) record(CallStats{g, 1, 1, 0, 0});
+    return;
+  }
   if (s.slices > 1 || s.steal == 0 || g >= (int64_t{1} << 31)) {
     const int n = static_cast<int>(std::min<int64_t>(g, int64_t{s.threads} * s.slices));
     parallel_for(n, [&](int i) { fn(g * i / n, g * (i + 1) / n); });
+    if (s.stats) record(CallStats{g, n, joined_.load(), late_ns_.load() * 1e-3, wait_us_});
     return;
   }
   // One contiguous share a thread, as the static split (a kernel's share lands on the core whose cache holds it
@@ -122,6 +132,18 @@ void ThreadPool::parallel_range(int64_t g, const std::function<void(int64_t, int
     for (int d = 1; d < n; d++)
       while (shares[(own + d) % n].take(false, lo, hi)) fn(lo, hi);
   });
+  if (s.stats) record(CallStats{g, n, joined_.load(), late_ns_.load() * 1e-3, wait_us_});
+}
+
+void ThreadPool::record(CallStats c) {
+  c.end_ns = now_ns();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.push_back(c);
+}
+
+std::vector<ThreadPool::CallStats> ThreadPool::take_stats() {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return std::exchange(stats_, {});
 }
 
 ThreadPool::~ThreadPool() {
@@ -135,20 +157,41 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::grow(int n) {
   // a new worker takes tasks of the call about to be published (its generation is past this one)
-  while (static_cast<int>(threads_.size()) < n)
-    threads_.emplace_back([this, seen = generation_, id = static_cast<int>(threads_.size()) + 1] {
+  const bool pin = getenv("POOL_PIN", 0) > 0 && settings().threads <= static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  std::vector<int> cpus;
+  if (pin && sched_getaffinity(0, sizeof(mask), &mask) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  while (static_cast<int>(threads_.size()) < n) {
+    const int id = static_cast<int>(threads_.size()) + 1;
+    threads_.emplace_back([this, seen = generation_, id] {
       tl_thread = id;
       worker_loop(seen);
     });
+    if (!cpus.empty()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[static_cast<size_t>(id) % cpus.size()], &one);
+      pthread_setaffinity_np(threads_.back().native_handle(), sizeof(one), &one);
+    }
+  }
 }
 
 // A ticket's (generation, tasks, next) come in one fetch_add, so a worker late for a call can't take a task
 // of the next one with the wrong count; fn_ is the ticket's: the next call waits for this task to finish.
 uint64_t ThreadPool::take_tasks() {
-  for (;;) {
+  for (bool first = tl_thread > 0;;) {
     const uint64_t t = ticket_.fetch_add(1, std::memory_order_acq_rel);
     const uint64_t tasks = (t >> kFieldBits) & kFieldMask, i = t & kFieldMask;
     if (i >= tasks) return gen_of(t);
+    if (first && stats_on_.load(std::memory_order_relaxed)) {   // a worker's first task of the call: when it joined
+      const int64_t late = now_ns() - publish_ns_.load(std::memory_order_relaxed);
+      for (int64_t cur = late_ns_.load(); cur < late && !late_ns_.compare_exchange_weak(cur, late);) {}
+      joined_.fetch_add(1);
+    }
+    first = false;
     (*fn_)(static_cast<int>(i));   // kernels don't throw: they are generated C
     // the last task wakes a caller that stopped spinning (seq_cst with its caller_waiting_ store and pending_ load)
     if (pending_.fetch_sub(1) == 1 && caller_waiting_.load()) {
@@ -186,12 +229,16 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
   participants_.store(participants, std::memory_order_relaxed);
   fn_ = &fn;
   pending_.store(n, std::memory_order_relaxed);
+  const bool stats = settings().stats;
+  stats_on_.store(stats, std::memory_order_relaxed);
+  if (stats) late_ns_ = 0, joined_ = 1, publish_ns_ = now_ns();
   ticket_.store(++generation_ << (2 * kFieldBits) | static_cast<uint64_t>(n) << kFieldBits);   // seq_cst: see wait_for_work
   if (sleepers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(mu_); }   // a worker between its check and its sleep is asleep after this
     work_cv_.notify_all();
   }
   take_tasks();
+  const int64_t own_done = stats ? now_ns() : 0;
   // the workers' last tasks: a short spin (a balanced kernel's slices end together), then sleep
   auto done = [&] { return pending_.load() == 0; };
   if (!spin_until(done, std::max<int64_t>(spin_ns_.load(std::memory_order_relaxed), 20000))) {
@@ -200,6 +247,7 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     done_cv_.wait(lock, done);
     caller_waiting_ = false;
   }
+  if (stats) wait_us_ = static_cast<double>(now_ns() - own_done) * 1e-3;
   fn_ = nullptr;
 }
 

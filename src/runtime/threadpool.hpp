@@ -32,6 +32,18 @@ class ThreadPool {
   // placement when the threads keep pace, and a wait of a small chunk for a late or slower one.
   void parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn);
   static int slices_per_thread();   // CPU_SLICES env, default 1
+  // POOL_STATS=1: one record per parallel_range call (each CPU kernel launch makes one, in order): its parallel
+  // extent g, the threads that ran a task of it (the caller included), the latest of those workers' first task
+  // after the call was published (a sleeping worker's wake-up), and the caller's wait for the others' last chunks
+  // after it ran out of work; end_ns: when the call returned (steady_clock). bench_train's PROFILE_STEPS reads them
+  // per kernel (a kernel of several programs makes several calls).
+  struct CallStats {
+    int64_t g = 0;
+    int tasks = 0, joined = 1;
+    double late_us = 0, wait_us = 0;
+    int64_t end_ns = 0;
+  };
+  std::vector<CallStats> take_stats();   // the records so far, cleared
   int workers() const { return static_cast<int>(threads_.size()); }
   ~ThreadPool();
 
@@ -40,6 +52,7 @@ class ThreadPool {
     int threads = 0;   // THREADS, else all cores
     int slices = 0;    // CPU_SLICES
     int steal = 0;     // CPU_STEAL
+    bool stats = false;   // POOL_STATS
   };
   static const Settings& settings();   // this thread's copy, re-read when a Context changed
   void grow(int n);
@@ -59,6 +72,14 @@ class ThreadPool {
   std::atomic<int64_t> spin_ns_{0};
   std::atomic<bool> stop_{false};
   uint64_t generation_ = 0;
+  // POOL_STATS (set per call by the caller): when the call was published, its workers' latest first task, how many
+  std::atomic<bool> stats_on_{false};
+  std::atomic<int64_t> publish_ns_{0}, late_ns_{0};
+  std::atomic<int> joined_{0};
+  double wait_us_ = 0;
+  std::mutex stats_mu_;
+  std::vector<CallStats> stats_;
+  void record(CallStats c);
 };
 
 }  // namespace tg
