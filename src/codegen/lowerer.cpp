@@ -261,7 +261,8 @@ class Lowerer {
     auto fits = [&](int64_t c, int64_t inner) { return c < first_reduce && !full_sym_[c] && !split_of(c) && inner / full_shape_[c] >= 64; };
     int64_t c = 1, n = full_shape_[0], inner = prod(full_shape_) / n;
     while (busy(n) < 0.9 && fits(c, inner)) n *= full_shape_[c], inner /= full_shape_[c++];
-    while (threads > 1 && n < threads * kCpuUnitsPerThread && fits(c, inner) && inner / full_shape_[c] >= kCpuUnitWork)
+    const int64_t units = getenv("CPU_UNITS", kCpuUnitsPerThread);
+    while (threads > 1 && n < threads * units && fits(c, inner) && inner / full_shape_[c] >= kCpuUnitWork)
       n *= full_shape_[c], inner /= full_shape_[c++];
     return c;
   }
