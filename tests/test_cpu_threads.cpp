@@ -5,6 +5,7 @@
 // kernels equal to THREADS=1's (inputs are small integers, so every sum is exact whatever the kernel's order);
 // and that the pool (runtime/threadpool.cpp) runs every task of back-to-back calls once.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -101,6 +102,22 @@ TEST(CpuThreads, FirstDimThatSufficesStaysAlone) {
   EXPECT_EQ(p2.src, parallel_of(ast, 1).src) << "THREADS=1 and 2 render the same kernel";
 }
 
+// A big kernel whose first dim fills 16 threads (a conv over 512 images: 32 a thread) still takes the next global
+// dim at 16 threads: the others wait for the last thread's last iteration, so many threads want a finer loop
+// (cpu_units_per_thread: 64 iterations a thread at 16). At 2 threads 512 images are 256 a thread: unchanged.
+TEST(CpuThreads, ManyThreadsSplitABigKernelFiner) {
+  const Tensor x = input({512, 8, 12, 12}, 30), w = input({16, 8, 3, 3}, 31);
+  const UOp ast = last_ast(x.conv2d(w));
+  const Parallel p16 = parallel_of(ast, 16), p2 = parallel_of(ast, 2);
+  ASSERT_GE(p16.global_dims, 2) << to_str(p16.full_shape);
+  ASSERT_EQ(p16.full_shape[0], 512) << to_str(p16.full_shape);
+  EXPECT_EQ(p16.extent, 512 * p16.full_shape[1]) << "512 images x the next global dim\n" << to_str(p16.full_shape) << "\n" << p16.src;
+  EXPECT_EQ(p2.extent, 512) << to_str(p2.full_shape) << "\n" << p2.src;
+  EXPECT_EQ(cpu_units_per_thread(2), kCpuUnitsPerThread);
+  EXPECT_EQ(cpu_units_per_thread(16), 64);
+  expect_same_as_one_thread([&] { return x.conv2d(w); }, "conv2d (512, 8, 12, 12) * (16, 8, 3, 3)");
+}
+
 // results at 16 threads on a 2-core machine (correctness needs no real cores)
 TEST(CpuThreads, ElementwiseOddSizesEqualOneThread) {
   const Tensor a = input({5, 7, 1001}, 6), b = input({5, 1, 1001}, 7).expand({5, 7, 1001});
@@ -158,6 +175,41 @@ TEST(CpuThreads, PoolRunsEveryTaskOnceAcrossCalls) {
           ASSERT_EQ(hits[i].load(), 1) << "task " << i << " of " << tasks << ", call " << call << ", THREADS=" << threads << " POOL_SPIN_US=" << spin;
       }
     }
+}
+
+// Workers spin between kernels by default (a step's kernels follow each other within microseconds; a sleeping
+// worker joins the next one late), but only where each thread has a core: not oversubscribed, not under a taskset
+// that leaves fewer cores than THREADS (this thread's affinity, which the workers inherit)
+TEST(CpuThreads, PoolSpinsByDefaultWhereEachThreadHasACore) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  const int64_t cores = CPU_COUNT(&all);
+  {
+    Context ctx({{"THREADS", std::min<int64_t>(cores, 2)}});
+    EXPECT_EQ(ThreadPool::spin_us(), 200);
+  }
+  {
+    Context ctx({{"THREADS", cores + 1}});
+    EXPECT_EQ(ThreadPool::spin_us(), 0) << "more threads than cores";
+  }
+  {
+    Context ctx({{"THREADS", 1}, {"POOL_SPIN_US", 0}});
+    EXPECT_EQ(ThreadPool::spin_us(), 0) << "POOL_SPIN_US=0 turns it off";
+  }
+  if (cores >= 2) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &all)) { CPU_SET(c, &one); break; }
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    int64_t spin = -1;
+    {
+      Context ctx({{"THREADS", 2}});
+      spin = ThreadPool::spin_us();
+    }
+    ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+    EXPECT_EQ(spin, 0) << "2 threads on the one core a taskset left";
+  }
 }
 
 TEST(CpuThreads, PoolSpinMustNotBeNegative) {

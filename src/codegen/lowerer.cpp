@@ -249,7 +249,7 @@ class Lowerer {
   // While the slices keep under 90% of the threads busy, the next global dim joins the loop (not a symbolic
   // or split one, and not one that would leave an iteration under 64 elements of work: an elementwise
   // kernel's contiguous last dim stays an inner loop). A big kernel's loop also takes the next dims while
-  // it has under kCpuUnitsPerThread iterations a thread and each keeps kCpuUnitWork elements: the pool balances
+  // it has under cpu_units_per_thread iterations a thread and each keeps kCpuUnitWork elements: the pool balances
   // the threads by iterations (runtime/threadpool.hpp), and a 1024^3 GEMM's 8 column panels on 2 threads let one
   // thread wait up to a panel (an eighth of the kernel) for a late or slower other; its 8 x 128 (panel, row
   // group) iterations keep the panel order. One dim is enough at 1 thread, and at 2 for a small kernel unless
@@ -261,8 +261,7 @@ class Lowerer {
     auto fits = [&](int64_t c, int64_t inner) { return c < first_reduce && !full_sym_[c] && !split_of(c) && inner / full_shape_[c] >= 64; };
     int64_t c = 1, n = full_shape_[0], inner = prod(full_shape_) / n;
     while (busy(n) < 0.9 && fits(c, inner)) n *= full_shape_[c], inner /= full_shape_[c++];
-    const int64_t units = getenv("CPU_UNITS", kCpuUnitsPerThread);
-    while (threads > 1 && n < threads * units && fits(c, inner) && inner / full_shape_[c] >= kCpuUnitWork)
+    while (threads > 1 && n < threads * cpu_units_per_thread(threads) && fits(c, inner) && inner / full_shape_[c] >= kCpuUnitWork)
       n *= full_shape_[c], inner /= full_shape_[c++];
     return c;
   }

@@ -1,6 +1,5 @@
 #include "runtime/threadpool.hpp"
 
-#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -15,12 +14,25 @@ namespace {
 thread_local int tl_thread = 0;   // 0: a caller (any thread not of the pool), w + 1: worker w
 constexpr int kFieldBits = 20;   // tasks and next task per ticket field
 constexpr uint64_t kFieldMask = (uint64_t{1} << kFieldBits) - 1;
+// POOL_SPIN_US's default: a worker done with a kernel spins this long for the next before it sleeps. A training
+// step's kernels follow each other within microseconds (the serial ones in between run on the caller), so its
+// workers don't sleep inside a step. On the device's 16-core VM (mnist step, 42 parallel kernels) the latest of 15
+// sleeping workers joined a kernel 25 us after it was published (median; 1.2 ms a step, 0.14 ms spinning) and the
+// step's kernels took 45.1 ms against 41.0 spinning (bench/NOTES_cpu_threads.md, session 16).
+constexpr int64_t kDefaultSpinUs = 200;
 uint64_t gen_of(uint64_t t) { return t >> (2 * kFieldBits); }
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+// the cores this thread may run on (taskset, a container's cpuset), else all
+int64_t allowed_cores() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, CPU_COUNT(&mask));
 }
 // spin while pred() is false, reading the clock every 64 rounds; true when pred() held within ns
 template <class F> bool spin_until(F&& pred, int64_t ns) {
@@ -52,22 +64,25 @@ const ThreadPool::Settings& ThreadPool::settings() {
   // hardware_concurrency reads sysfs (open/read/close) on every call: once per process, not per kernel
   static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (n == 0) n = cores;
-  // workers spin between kernels only where each has a core (oversubscribed, a spinner takes a worker's time)
-  const int64_t spin_us = getenv("POOL_SPIN_US", 0);
+  // workers spin between kernels only where each has a core of the process's own (oversubscribed, or under
+  // taskset, a spinner takes a worker's time)
+  const int64_t spin_us = getenv("POOL_SPIN_US", kDefaultSpinUs);
   if (spin_us < 0) throw Error("POOL_SPIN_US=" + std::to_string(spin_us) + " must be >= 0 (microseconds a worker waits for the next kernel before it sleeps)");
   const int64_t slices = getenv("CPU_SLICES", 1);
   if (slices < 1) throw Error("CPU_SLICES=" + std::to_string(slices) + " must be >= 1 (slices of a CPU kernel's parallel loop per thread)");
   const bool stats = getenv("POOL_STATS", 0) > 0;
   const int64_t steal = getenv("CPU_STEAL", 8);
   if (steal < 0) throw Error("CPU_STEAL=" + std::to_string(steal) + " must be >= 0 (chunks of a thread's share that another thread may take; 0: none)");
-  global().spin_ns_.store(n <= static_cast<int64_t>(cores) ? spin_us * 1000 : 0, std::memory_order_relaxed);
-  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64)), static_cast<int>(std::min<int64_t>(steal, 1024)), stats};
+  const int64_t spin = n <= allowed_cores() ? spin_us : 0;
+  global().spin_ns_.store(spin * 1000, std::memory_order_relaxed);
+  s = Settings{static_cast<int>(n), static_cast<int>(std::min<int64_t>(slices, 64)), static_cast<int>(std::min<int64_t>(steal, 1024)), spin, stats};
   seen_generation = gen;
   return s;
 }
 
 int ThreadPool::default_threads() { return settings().threads; }
 int ThreadPool::slices_per_thread() { return settings().slices; }
+int64_t ThreadPool::spin_us() { return settings().spin_us; }
 
 namespace {
 // One task's share of the range, [lo, hi) packed as lo << 32 | hi, run in guided chunks: each take is a
@@ -157,26 +172,11 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::grow(int n) {
   // a new worker takes tasks of the call about to be published (its generation is past this one)
-  const bool pin = getenv("POOL_PIN", 0) > 0 && settings().threads <= static_cast<int>(std::thread::hardware_concurrency());
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  std::vector<int> cpus;
-  if (pin && sched_getaffinity(0, sizeof(mask), &mask) == 0)
-    for (int c = 0; c < CPU_SETSIZE; c++)
-      if (CPU_ISSET(c, &mask)) cpus.push_back(c);
-  while (static_cast<int>(threads_.size()) < n) {
-    const int id = static_cast<int>(threads_.size()) + 1;
-    threads_.emplace_back([this, seen = generation_, id] {
+  while (static_cast<int>(threads_.size()) < n)
+    threads_.emplace_back([this, seen = generation_, id = static_cast<int>(threads_.size()) + 1] {
       tl_thread = id;
       worker_loop(seen);
     });
-    if (!cpus.empty()) {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpus[static_cast<size_t>(id) % cpus.size()], &one);
-      pthread_setaffinity_np(threads_.back().native_handle(), sizeof(one), &one);
-    }
-  }
 }
 
 // A ticket's (generation, tasks, next) come in one fetch_add, so a worker late for a call can't take a task

@@ -2,10 +2,11 @@
 // thread and the first min(n, THREADS) - 1 workers, and returns when all are done. Workers are started on first
 // need and kept; calls are serialized (one kernel at a time).
 // A call publishes one atomic ticket (generation | task count | next task); every thread takes tasks by
-// fetch_add on it, with no lock. Between calls a worker sleeps, or first spins on the ticket for POOL_SPIN_US
-// (default 0; never where the pool has more threads than cores). On the device's 16-core VM spinning 100 us cut
-// small kernels from 48-73 us to 10-36 us when each kernel is timed alone (DEBUG=2), but the free-running
-// training step was no faster (its CPU time ~10% higher): bench/NOTES_cpu_threads.md.
+// fetch_add on it, with no lock. Between calls a worker spins on the ticket for POOL_SPIN_US (default 200), then
+// sleeps; it never spins where the pool has more threads than the process has cores (taskset included). Session 12
+// measured spinning as no faster on the step (3 noisy rounds); session 16's per-kernel records (POOL_STATS) show a
+// sleeping pool's workers joining each kernel of the mnist step tens of microseconds late at 16 threads, and its
+// kernels ~8% slower: bench/NOTES_cpu_threads.md.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -32,6 +33,9 @@ class ThreadPool {
   // placement when the threads keep pace, and a wait of a small chunk for a late or slower one.
   void parallel_range(int64_t g, const std::function<void(int64_t, int64_t)>& fn);
   static int slices_per_thread();   // CPU_SLICES env, default 1
+  // microseconds a worker spins for the next call before it sleeps: POOL_SPIN_US (default 200), 0 where THREADS is
+  // more than the cores this thread may run on
+  static int64_t spin_us();
   // POOL_STATS=1: one record per parallel_range call (each CPU kernel launch makes one, in order): its parallel
   // extent g, the threads that ran a task of it (the caller included), the latest of those workers' first task
   // after the call was published (a sleeping worker's wake-up), and the caller's wait for the others' last chunks
@@ -52,7 +56,8 @@ class ThreadPool {
     int threads = 0;   // THREADS, else all cores
     int slices = 0;    // CPU_SLICES
     int steal = 0;     // CPU_STEAL
-    bool stats = false;   // POOL_STATS
+    int64_t spin_us = 0;   // POOL_SPIN_US where each thread has a core
+    bool stats = false;    // POOL_STATS
   };
   static const Settings& settings();   // this thread's copy, re-read when a Context changed
   void grow(int n);
