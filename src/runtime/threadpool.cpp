@@ -17,8 +17,9 @@ constexpr uint64_t kFieldMask = (uint64_t{1} << kFieldBits) - 1;
 // POOL_SPIN_US's default: a worker done with a kernel spins this long for the next before it sleeps. A training
 // step's kernels follow each other within microseconds (the serial ones in between run on the caller), so its
 // workers don't sleep inside a step. On the device's 16-core VM (mnist step, 42 parallel kernels) the latest of 15
-// sleeping workers joined a kernel 25 us after it was published (median; 1.2 ms a step, 0.14 ms spinning) and the
-// step's kernels took 45.1 ms against 41.0 spinning (bench/NOTES_cpu_threads.md, session 16).
+// sleeping workers joined a kernel 24 us after it was published (median; 3 us spinning), the step's kernels took
+// 43.0 ms against 36.9 spinning, and the free-running step ran ~5% faster (3 alternated rounds) for 2-5% more CPU
+// time (bench/NOTES_cpu_threads.md, session 16).
 constexpr int64_t kDefaultSpinUs = 200;
 uint64_t gen_of(uint64_t t) { return t >> (2 * kFieldBits); }
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count(); }

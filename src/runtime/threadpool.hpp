@@ -6,7 +6,7 @@
 // sleeps; it never spins where the pool has more threads than the process has cores (taskset included). Session 12
 // measured spinning as no faster on the step (3 noisy rounds); session 16's per-kernel records (POOL_STATS) show a
 // sleeping pool's workers joining each kernel of the mnist step tens of microseconds late at 16 threads, and its
-// kernels ~8% slower: bench/NOTES_cpu_threads.md.
+// kernels 14% slower: bench/NOTES_cpu_threads.md.
 #pragma once
 #include <atomic>
 #include <condition_variable>
