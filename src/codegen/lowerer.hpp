@@ -28,7 +28,7 @@ constexpr int64_t kCpuParallelMinWork = int64_t{1} << 15;
 // least kCpuUnitWork elements of the full shape (lowerer.cpp parallel_dims): the pool's chunks can then balance
 // threads that start or run unevenly to a small part of a share. The others wait for the last thread's last
 // iteration, and the latest of many threads runs later than the later of 2 (a wake-up, a descheduled core): 16
-// iterations a thread up to 4 threads, 4 per thread more with more (64 at 16 threads; there the mnist step's five
+// iterations a thread up to 4 threads, 4 x threads above (64 at 16 threads; there the mnist step's five
 // biggest convs, 32 images a thread, waited 1.3 ms a step for their last iterations, 0.5 ms with 64 or more).
 constexpr int64_t kCpuUnitsPerThread = 16;
 constexpr int64_t kCpuUnitWork = int64_t{1} << 14;
