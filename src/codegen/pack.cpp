@@ -9,6 +9,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "codegen/lowerer.hpp"
 #include "cpu_threads.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
@@ -66,7 +67,7 @@ UOp split_ast(const UOp& ast, int64_t v, const std::vector<int64_t>& parts, cons
 // which the threads must not split (its blocks add to the same outputs in turn), and not under BEAM (whose
 // SWAPs could move it to the front). CPU_KBLOCK=kc sets the block (0: none).
 int64_t k_blocks(int64_t K, int64_t lanes, int64_t units) {
-  if (getenv("BEAM", 0) || units < 16 * cpu_threads()) return 1;
+  if (getenv("BEAM", 0) || units < kCpuUnitsPerThread * cpu_threads()) return 1;
   const int64_t forced = getenv("CPU_KBLOCK", -1);
   if (forced == 0) return 1;
   if (forced > 0) return K % forced == 0 && forced % lanes == 0 ? K / forced : 1;
@@ -266,9 +267,12 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       PackPlan plan;
       plan.pack_ast = UOp(Ops::SINK, dtypes::void_, {pstore});
       plan.gemm_ast = split_ast(ast, v, parts, b, nb);
+      // (the block axis goes right after the panels, inside every other output axis: the rows must come before N)
+      bool rows_before = true;
+      for (int64_t i = v + 1; i < n; i++) rows_before = rows_before && (is_reduce(i) || full[i] == 1);
       const int64_t rk = r + (r > v ? e : 0);
       if (const int64_t kb = k_blocks(K, lanes, full[v] / nc * (rows / 8)); kb > 1 && raxes.size() == 1 && batch.empty() &&
-                                                                             store->src[2] == red && rk > v + 1) {
+                                                                             rows_before && store->src[2] == red && rk > v + 1) {
         if (debug() >= 4) std::cout << "cpu k blocks : " << kb << " x " << K / kb << "\n";
         plan.gemm_ast = kblock_ast(plan.gemm_ast, rk, kb, v + 1);
         plan.k_blocks = kb;
