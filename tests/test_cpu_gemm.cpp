@@ -199,6 +199,7 @@ TEST(CpuGemmPack, KBlocksWhenARowTileOverflowsTheL1) {
   EXPECT_EQ(k.full_shape()[2], 8) << to_str(k.full_shape());
   EXPECT_EQ(k.sts[0].real_strides()[2], 0);
   EXPECT_EQ(k.full_shape()[k.first_reduce()], 64);
+  EXPECT_EQ(k.to_program().global_size.at(0), k.full_shape()[0] * k.full_shape()[1]) << "the threads split panels and row groups, never the blocks";
   EXPECT_EQ(blocks(ints({64, 512}, 28).matmul(ints({512, 64}, 29))), 1) << "2 panels x 8 row groups: under 16 a thread";
   {
     Context off({{"CPU_KBLOCK", 0}});
