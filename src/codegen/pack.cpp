@@ -55,17 +55,13 @@ UOp split_ast(const UOp& ast, int64_t v, const std::vector<int64_t>& parts, cons
   return go(ast);
 }
 
-// K blocking of a packed GEMM whose A rows overflow the L1: the reduce axis k (of extent K) becomes
-// (kb, kc) with kb an output axis placed at `pos` (after the panel axis, so the loops run panel, row
-// tile, kb, tile, k), the store broadcast along kb, and each kb adding the stored partial sum of the
-// ones before it (a load of the output masked to kb >= 1: 0 at kb = 0). A row tile's 8 x kc block of
-// A then stays in L1 across the panel's tiles, where 8 x K (64 KB at K = 2048) went back to L2 for
-// every tile. Only for a store of the bare reduce (no epilogue to apply once).
 // How many K blocks a packed GEMM's reduce takes (1: none): enough that a row tile's 8 rows of A (8 x kc floats)
 // fill at most 2/3 of the L1, kc a multiple of the lanes. Only where the parallel loop (the panels and row
 // tiles, at least kCpuUnitsPerThread a thread: codegen/lowerer.cpp parallel_dims) stops before the block axis,
 // which the threads must not split (its blocks add to the same outputs in turn), and not under BEAM (whose
-// SWAPs could move it to the front). CPU_KBLOCK=kc sets the block (0: none).
+// SWAPs could move it to the front). CPU_KBLOCK=kc sets the block (0: none). 2048^3 on the device host's Xeon (48 KB
+// L1), 2 threads, 8 runs alternated: 2 blocks of 1024 faster than one pass in 7 of 8 (median 280 against 270 GFLOPS),
+// 4 of 512 slower (248; bench/NOTES_cpu_gemm.md, session 16).
 int64_t k_blocks(int64_t K, int64_t lanes, int64_t units) {
   if (getenv("BEAM", 0) || units < kCpuUnitsPerThread * cpu_threads()) return 1;
   const int64_t forced = getenv("CPU_KBLOCK", -1);
@@ -77,6 +73,12 @@ int64_t k_blocks(int64_t K, int64_t lanes, int64_t units) {
   return K / kb > fit ? 1 : kb;
 }
 
+// K blocking of a packed GEMM whose A rows overflow the L1: the reduce axis k (of extent K) becomes
+// (kb, kc) with kb an output axis placed at `pos` (after the panel axis, so the loops run panel, row
+// tile, kb, tile, k), the store broadcast along kb, and each kb adding the stored partial sum of the
+// ones before it (a load of the output masked to kb >= 1: 0 at kb = 0). A row tile's 8 x kc block of
+// A then stays in L1 across the panel's tiles, where 8 x K (64 KB at K = 2048) went back to L2 for
+// every tile. Only for a store of the bare reduce (no epilogue to apply once).
 UOp kblock_ast(const UOp& gemm, int64_t k, int64_t kb, int64_t pos) {
   TG_ASSERT(pos < k, "kblock: the block axis goes before the reduce");
   const UOp& store = gemm->src[0];
@@ -85,7 +87,7 @@ UOp kblock_ast(const UOp& gemm, int64_t k, int64_t kb, int64_t pos) {
     Shape s = st.shape();
     const int64_t ext = s[k];
     s[k] = ext == 1 ? 1 : ext / kb;
-    s.insert(s.begin() + k, 1 + (ext == 1 ? 0 : kb - 1));
+    s.insert(s.begin() + k, ext == 1 ? 1 : kb);
     ShapeTracker r = st.reshape(s);
     if (ext == 1) s[k] = kb, r = r.expand(s);   // the store: every kb writes the same element
     std::vector<int> perm;
