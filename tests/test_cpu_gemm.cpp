@@ -157,6 +157,63 @@ TEST(CpuGemmPack, SplitInsidePanelsOddSizesBatchTransposed) {
   }
 }
 
+// K blocks (codegen/pack.cpp k_blocks): where a row tile's 8 rows of A overflow 2/3 of the L1 (CPU_L1 small here,
+// 2048^3 on a 48 KB L1), the reduce runs in blocks, each adding the stored sum of those before; the loops run panel,
+// row group, block, tile, k. At 1 to 3 threads: odd M, K = 512 in 8 blocks of 64, b transposed, 1-long axes; exact
+// against NOOPT and the host loop. A batch, an epilogue after the reduce, too few row groups for the threads, BEAM
+// and CPU_KBLOCK=0 keep one pass over K.
+TEST(CpuGemmPack, KBlocksWhenARowTileOverflowsTheL1) {
+  const auto blocks = [](const Tensor& out) {
+    auto plan = cpu_gemm_pack(last_ast(out), cpu());
+    return plan ? plan->k_blocks : int64_t{0};
+  };
+  for (int64_t threads : {1, 2, 3}) {
+    SCOPED_TRACE("THREADS " + std::to_string(threads));
+    Context ctx({{"CPU_L2", 2 << 20}, {"CPU_L1", 4096}, {"THREADS", threads}});
+    const Tensor a = ints({200, 512}, 21), b = ints({512, 512}, 22);
+    EXPECT_EQ(blocks(a.matmul(b)), 8) << "8 rows x 64 floats: 2 KB, within 2/3 of a 4 KB L1";
+    check_matmul(a, b, true);
+    const Tensor x = ints({136, 512}, 23), w = ints({256, 512}, 24);
+    EXPECT_EQ(blocks(x.matmul(w.T())), 8);
+    check_matmul(x, w.T(), true);
+    const Tensor a1 = ints({1, 256, 512}, 25);
+    EXPECT_EQ(blocks(a1.matmul(b)), 8);
+    check_matmul(a1, b, true);
+    const Tensor ba = ints({2, 128, 512}, 26), bb = ints({2, 512, 256}, 27);
+    EXPECT_EQ(blocks(ba.matmul(bb)), 1) << "a batch keeps one pass";
+    check_matmul(ba, bb, true);
+    const Tensor relu = a.matmul(b).relu();
+    EXPECT_EQ(blocks(relu), 1) << "an epilogue keeps one pass";
+    const auto got = relu.tolist<float>();
+    std::vector<float> want = host_matmul(a, b);
+    for (float& v : want) v = std::max(v, 0.0f);
+    EXPECT_EQ(got, want);
+  }
+  Context ctx({{"CPU_L2", 2 << 20}, {"CPU_L1", 4096}, {"THREADS", 2}});
+  const Tensor a = ints({200, 512}, 21), b = ints({512, 512}, 22);
+  // the kernel: the block axis (8, stride 0 in the output) between the row groups and the tiles
+  auto plan = cpu_gemm_pack(last_ast(a.matmul(b)), cpu());
+  ASSERT_TRUE(plan);
+  Kernel k(plan->gemm_ast, cpu());
+  k.hand_coded_optimizations();
+  EXPECT_EQ(k.full_shape()[2], 8) << to_str(k.full_shape());
+  EXPECT_EQ(k.sts[0].real_strides()[2], 0);
+  EXPECT_EQ(k.full_shape()[k.first_reduce()], 64);
+  EXPECT_EQ(k.to_program().global_size.at(0), k.full_shape()[0] * k.full_shape()[1]) << "the threads split panels and row groups, never the blocks";
+  EXPECT_EQ(blocks(ints({64, 512}, 28).matmul(ints({512, 64}, 29))), 1) << "2 panels x 8 row groups: under 16 a thread";
+  {
+    Context off({{"CPU_KBLOCK", 0}});
+    EXPECT_EQ(blocks(a.matmul(b)), 1);
+  }
+  {
+    Context kc({{"CPU_KBLOCK", 128}});
+    EXPECT_EQ(blocks(a.matmul(b)), 4);
+    check_matmul(a, b, true);
+  }
+  Context beam({{"BEAM", 2}});
+  EXPECT_EQ(blocks(a.matmul(b)), 1) << "BEAM's SWAPs could put the block axis in the parallel loop";
+}
+
 TEST(CpuGemmPack, NotForSmallOrWhenOff) {
   const Tensor a = ints({64, 64}, 1), b = ints({64, 64}, 2);
   EXPECT_FALSE(cpu_gemm_pack(last_ast(a.matmul(b)), cpu())) << "64^3: the copy would cost more than it saves";

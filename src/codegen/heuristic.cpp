@@ -238,6 +238,9 @@ bool read_after_reduce(const Kernel& k, size_t i) {
   return k.first_reduce() < k.shape_len();
 }
 
+// buffer i is a load of the buffer the kernel stores (a K-blocked GEMM's partial sums of the earlier blocks)
+bool loads_output(const Kernel& k, size_t i) { return i > 0 && k.bufs[i]->src[0] == k.bufs[0]->src[0]; }
+
 // An input read at stride 1 along the output axis and along a reduce axis too: a conv's window (x + kx). Under a
 // long reduce such an axis gives way to a strided-store one of whole vectors (the output channels over packed
 // weights) and is left to contiguous_tile_rows as the tile's rows, 8 or 10 columns each broadcast: as the lanes it
@@ -702,8 +705,9 @@ void cpu_optimizations(Kernel& k) {
   std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k, lanes) : std::nullopt;
   // the inputs read as vectors: contiguous along the vector axis (before it is upcast)
   std::vector<size_t> vector_inputs;
+  // (not a load of the stored buffer: a K-blocked GEMM's partial sums, added once after the reduce, codegen/pack.cpp)
   for (size_t i = 1; vaxis && i < k.bufs.size(); i++)
-    if (stride_of(k, i, *vaxis) == 1) vector_inputs.push_back(i);
+    if (stride_of(k, i, *vaxis) == 1 && !loads_output(k, i)) vector_inputs.push_back(i);
   // a register tile reuses a loaded vector: an axis where the vector inputs are broadcast (matmul M,
   // conv output channels); without a vector axis, any input broadcast along it
   auto reuses = [&](int64_t axis) {

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "codegen/lowerer.hpp"
 #include "cpu_threads.hpp"
 #include "shape/shapetracker_arg.hpp"
 #include "tg/helpers.hpp"
@@ -54,6 +55,74 @@ UOp split_ast(const UOp& ast, int64_t v, const std::vector<int64_t>& parts, cons
   return go(ast);
 }
 
+// How many K blocks a packed GEMM's reduce takes (1: none): enough that a row tile's 8 rows of A (8 x kc floats)
+// fill at most 2/3 of the L1, kc a multiple of the lanes. Only where the parallel loop (the panels and row
+// tiles, at least kCpuUnitsPerThread a thread: codegen/lowerer.cpp parallel_dims) stops before the block axis,
+// which the threads must not split (its blocks add to the same outputs in turn), and not under BEAM (whose
+// SWAPs could move it to the front). CPU_KBLOCK=kc sets the block (0: none). 2048^3 on the device host's Xeon (48 KB
+// L1), 2 threads, 8 runs alternated: 2 blocks of 1024 faster than one pass in 7 of 8 (median 280 against 270 GFLOPS),
+// 4 of 512 slower (248; bench/NOTES_cpu_gemm.md, session 16).
+int64_t k_blocks(int64_t K, int64_t lanes, int64_t units) {
+  if (getenv("BEAM", 0) || units < kCpuUnitsPerThread * cpu_threads()) return 1;
+  const int64_t forced = getenv("CPU_KBLOCK", -1);
+  if (forced == 0) return 1;
+  if (forced > 0) return K % forced == 0 && forced % lanes == 0 ? K / forced : 1;
+  const int64_t fit = cpu_caches().l1 * 2 / 3 / (8 * 4);
+  int64_t kb = 1;
+  while (K / kb > fit && K % (2 * kb) == 0 && (K / (2 * kb)) % lanes == 0) kb *= 2;
+  return K / kb > fit ? 1 : kb;
+}
+
+// K blocking of a packed GEMM whose A rows overflow the L1: the reduce axis k (of extent K) becomes
+// (kb, kc) with kb an output axis placed at `pos` (after the panel axis, so the loops run panel, row
+// tile, kb, tile, k), the store broadcast along kb, and each kb adding the stored partial sum of the
+// ones before it (a load of the output masked to kb >= 1: 0 at kb = 0). A row tile's 8 x kc block of
+// A then stays in L1 across the panel's tiles, where 8 x K (64 KB at K = 2048) went back to L2 for
+// every tile. Only for a store of the bare reduce (no epilogue to apply once).
+UOp kblock_ast(const UOp& gemm, int64_t k, int64_t kb, int64_t pos) {
+  TG_ASSERT(pos < k, "kblock: the block axis goes before the reduce");
+  const UOp& store = gemm->src[0];
+  const UOp& red = store->src[2];
+  auto regroup = [&](const ShapeTracker& st) {
+    Shape s = st.shape();
+    const int64_t ext = s[k];
+    s[k] = ext == 1 ? 1 : ext / kb;
+    s.insert(s.begin() + k, ext == 1 ? 1 : kb);
+    ShapeTracker r = st.reshape(s);
+    if (ext == 1) s[k] = kb, r = r.expand(s);   // the store: every kb writes the same element
+    std::vector<int> perm;
+    for (int i = 0; i < static_cast<int>(s.size()); i++)
+      if (i != k) perm.push_back(i);
+    perm.insert(perm.begin() + pos, static_cast<int>(k));
+    return r.permute(perm);
+  };
+  std::unordered_map<const UOpNode*, UOp> memo;
+  std::function<UOp(const UOp&)> go = [&](const UOp& u) -> UOp {
+    if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
+    UOp r;
+    if (u->op == Ops::SHAPETRACKER) {
+      r = st_uop(regroup(st_of(u)));
+    } else {
+      std::vector<UOp> src;
+      for (const UOp& x : u->src) src.push_back(go(x));
+      Arg arg = u->arg;
+      if (u->op == Ops::REDUCE_AXIS) arg = ReduceArg{u->as<ReduceArg>().op, {k + 1}};
+      r = UOp(u->op, u->dtype, std::move(src), arg);
+    }
+    memo.emplace(u.get(), r);
+    return r;
+  };
+  const UOp nred = go(red), out_st = go(store->src[1]);
+  Mask later;
+  for (int64_t d : st_of(out_st).shape()) later.emplace_back(0, d);
+  later[pos] = {1, kb};
+  Mask pad(later.size(), {0, 0});
+  pad[pos] = {1, 0};
+  const UOp before = UOp(Ops::LOAD, red->dtype, {store->src[0], st_uop(st_of(out_st).shrink(later).pad(pad))});
+  const UOp sum = UOp(Ops::ALU, red->dtype, {nred, before}, BinaryOps::ADD);
+  return UOp(Ops::SINK, dtypes::void_, {UOp(Ops::STORE, dtypes::void_, {store->src[0], out_st, sum})});
+}
+
 }  // namespace
 
 CpuCaches cpu_caches() {
@@ -62,9 +131,10 @@ CpuCaches cpu_caches() {
       const long v = sysconf(name);
       return v > 0 ? static_cast<int64_t>(v) : fallback;
     };
-    return CpuCaches{get(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20), get(_SC_LEVEL1_DCACHE_LINESIZE, 64)};
+    return CpuCaches{get(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20), get(_SC_LEVEL1_DCACHE_LINESIZE, 64),
+                     get(_SC_LEVEL1_DCACHE_SIZE, int64_t{32} << 10)};
   }();
-  return CpuCaches{getenv("CPU_L2", sys.l2), sys.line};
+  return CpuCaches{getenv("CPU_L2", sys.l2), sys.line, getenv("CPU_L1", sys.l1)};
 }
 
 std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
@@ -199,6 +269,16 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
       PackPlan plan;
       plan.pack_ast = UOp(Ops::SINK, dtypes::void_, {pstore});
       plan.gemm_ast = split_ast(ast, v, parts, b, nb);
+      // (the block axis goes right after the panels, inside every other output axis: the rows must come before N)
+      bool rows_before = true;
+      for (int64_t i = v + 1; i < n; i++) rows_before = rows_before && (is_reduce(i) || full[i] == 1);
+      const int64_t rk = r + (r > v ? e : 0);
+      if (const int64_t kb = k_blocks(K, lanes, full[v] / nc * (rows / 8)); kb > 1 && raxes.size() == 1 && batch.empty() &&
+                                                                             rows_before && store->src[2] == red && rk > v + 1) {
+        if (debug() >= 4) std::cout << "cpu k blocks : " << kb << " x " << K / kb << "\n";
+        plan.gemm_ast = kblock_ast(plan.gemm_ast, rk, kb, v + 1);
+        plan.k_blocks = kb;
+      }
       plan.b_index = b->src[0]->as<int64_t>();
       plan.scratch_index = scratch_index;
       plan.scratch_size = acc;

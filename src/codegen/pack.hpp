@@ -26,13 +26,15 @@ struct PackPlan {
   int64_t scratch_size = 0;    // elements
   DType dtype;
   int64_t nc = 0;              // panel width: one tile (lanes x 2, or lanes) or a few side by side
+  int64_t k_blocks = 1;        // the reduce's blocks, each adding to the sum of those before (1: one pass over K)
 };
 
-// This core's L2 size and cache line, read at runtime (sysconf); CPU_L2 overrides the size (tests, other
-// machines). The CPU GEMM's panel width, panel layout and loop order derive from these.
+// This core's L2 and L1d sizes and cache line, read at runtime (sysconf); CPU_L2 and CPU_L1 override the sizes
+// (tests, other machines). The CPU GEMM's panel width, panel layout, K blocks and loop order derive from these.
 struct CpuCaches {
   int64_t l2 = 0;     // bytes
   int64_t line = 0;   // bytes
+  int64_t l1 = 0;     // bytes
 };
 CpuCaches cpu_caches();
 
