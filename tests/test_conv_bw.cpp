@@ -600,6 +600,48 @@ TEST(ConvBackward, StridedInputGradientPhasesAreExact) {
   }
 }
 
+// A strided conv's weight gradient on the CPU (tensor/conv.cpp tap_range_weight_grad) multiplies only the (tap, output
+// position) pairs whose window reads x, not its padding: per dim the sum over taps of the positions inside x, where the
+// phases of the padded input (CONV_DW_TAP_RANGES=0, strided_weight_grad) ran every tap over every output position
+// (resnet_s2_bw, 3x3 stride 2 pad 1 on 28x28: 41 x 41 against 42 x 42 per channel pair and image). The gradient equals
+// the phases' and NOOPT's: batch 1, odd sizes, stride (3, 2), asymmetric padding, 3 output channels (no panel copy), a
+// 1-row input whose taps 0 and 2 read only padding, groups with 32-channel panels.
+TEST(ConvBackward, StridedWeightGradientSkipsThePadding) {
+  struct Case { Shape x, w, stride, pad; int groups; };
+  for (const Case& c : {Case{{4, 64, 28, 28}, {64, 64, 3, 3}, {2}, {1, 1}, 1}, Case{{1, 16, 13, 9}, {32, 16, 3, 3}, {2}, {1, 1}, 1},
+                         Case{{3, 8, 10, 11}, {32, 8, 5, 4}, {3, 2}, {2, 1, 0, 3}, 1}, Case{{2, 4, 7, 6}, {3, 4, 3, 3}, {2}, {2, 2}, 1},
+                         Case{{1, 4, 1, 5}, {3, 4, 3, 3}, {2}, {1, 1}, 1}, Case{{2, 8, 9, 10}, {64, 4, 3, 3}, {2}, {1, 1}, 2}}) {
+    SCOPED_TRACE(to_str(c.x) + " stride " + to_str(c.stride) + " pad " + to_str(c.pad));
+    const Opts o{dtypes::float32, "CPU", false};
+    auto Fc = [&](std::vector<float> v, Shape s) { return Tensor::from<float>(v, s, o); };
+    auto run = [&](bool ranges, bool noopt = false) {
+      Context ctx({{"CONV_DW_TAP_RANGES", ranges ? 1 : 0}, {"NOOPT", noopt ? 1 : 0}});
+      Tensor x = Fc(data(prod(c.x), 1), c.x), w = Fc(data(prod(c.w), 7), c.w).requires_grad_();
+      Tensor out = x.conv2d(w, std::nullopt, c.groups, c.stride, {1}, c.pad);
+      (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
+      return std::pair{schedule_macs(*w.grad()), vals(*w.grad())};
+    };
+    const auto [macs, dw] = run(true);
+    const auto [old_macs, old_dw] = run(false);
+    int64_t useful = c.x[0] * c.w[0] * c.w[1], old = useful;
+    for (size_t j = 0; j < 2; j++) {
+      const int64_t in = c.x[2 + j], k = c.w[2 + j], st = c.stride[c.stride.size() == 1 ? 0 : j];
+      const size_t np = c.pad.size();   // 2 values: per dim; 4: pad2d's order, the last dim's pair first
+      const int64_t pl = np == 2 ? c.pad[j] : c.pad[2 * (1 - j)], pr = np == 2 ? c.pad[j] : c.pad[2 * (1 - j) + 1];
+      const int64_t O = (in + pl + pr - k) / st + 1;
+      int64_t inside = 0;
+      for (int64_t t = 0; t < k; t++)
+        for (int64_t y = 0; y < O; y++) inside += st * y + t - pl >= 0 && st * y + t - pl < in;
+      useful *= inside, old *= k * O;
+    }
+    EXPECT_EQ(macs, useful);
+    EXPECT_EQ(old_macs, old);
+    EXPECT_LT(macs, old_macs);
+    expect_close(dw, old_dw, 2e-4f);
+    expect_close(dw, run(true, true).second, 2e-4f);
+  }
+}
+
 // An integer input (beautiful_mnist's uint8 images) is cast to grad_output's dtype before the weight gradient's window
 // view: cast after it, the cast was an elementwise of the expanded windows' shape, realized whole (conv1 at batch 512:
 // E_2560_576_5, 29 MB) and read by a worse GEMM (10 GFLOPS against 100). Each weight-gradient path: rows shifted
