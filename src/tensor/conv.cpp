@@ -657,68 +657,20 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
   return detail::slice_pad(dw->reshape(full), crop);
 }
 
-// One dim of tap_range_weight_grad: the taps [k0, k1) that read x (not its padding) at the same grad_output positions
-// [o0, o1): tap k reads x[s*o + k - pl], inside x for o in [ceil((pl - k) / s), floor((in - 1 + pl - k) / s)].
-struct TapRange {
-  int64_t k0, k1, o0, o1;
-};
-std::vector<TapRange> tap_ranges(int64_t in, int64_t pl, int64_t s, int64_t K, int64_t O) {
-  std::vector<TapRange> ret;
-  for (int64_t k = 0; k < K; k++) {
-    const int64_t o0 = std::max<int64_t>(0, pl - k <= 0 ? 0 : (pl - k + s - 1) / s);
-    const int64_t last = in - 1 + pl - k, o1 = last < 0 ? 0 : std::min(O, last / s + 1);
-    if (o0 >= o1) continue;   // the tap reads only padding: its weight gradient is zero
-    if (!ret.empty() && ret.back().k1 == k && ret.back().o0 == o0 && ret.back().o1 == o1) ret.back().k1 = k + 1;
-    else ret.push_back({k, k + 1, o0, o1});
-  }
-  return ret;
-}
-
-// The weight gradient of a strided conv (dilation 1) on the CPU, by ranges of taps that read x at the same
-// grad_output positions (3x3 stride 2 pad 1: per dim the tap 0, whose first window is in the padding, and the taps 1-2):
-// each range is a weight gradient of x's strided view (no copy, no padding gates: the windows are inside x) and of
-// grad_output's positions that range reads, and the ranges' (cout, cin, *taps) add up into dw. The multiply-adds are the
-// useful ones exactly. strided_weight_grad (CONV_DW_TAP_RANGES=0) copies x split by phase first (resnet_s2_bw: 0.7-0.9
-// ms of ~9 ms on one core) and multiplies its phases' padding; one weight gradient of the padded view (every tap in one
-// kernel) gates its loads on the padding, 15-25% slower than these (bench/NOTES_conv_bw.md, session 16).
-Tensor tap_range_weight_grad(const Tensor& x, const Tensor& g, const Shape& K, const Shape& pad2d, const Shape& s, int groups, int64_t cout) {
-  const size_t n = K.size();
-  const Shape O(g.shape().begin() + 2, g.shape().end());
-  std::vector<std::vector<TapRange>> rg(n);
-  for (size_t j = 0; j < n; j++) rg[j] = tap_ranges(x.shape()[2 + j], side_pads(pad2d, n, j).first, s[j], K[j], O[j]);
+// The weight gradient of a strided conv (dilation 1) on the CPU where grad_output takes the panel copy (32 output
+// channels per group): one GEMM over the padded input's strided window view, every tap in one kernel. Its loads are
+// gated on the padding (the taps whose windows reach into it multiply those zeros: 42 x 42 (tap, output) pairs per dim
+// pair for resnet_s2_bw's 3x3 stride 2 pad 1 on 28x28, as strided_weight_grad's phases), but it reads x once, with no
+// copy: the phases first copied x split by phase (0.6-0.9 ms of resnet_s2_bw's ~9 ms on one core) and then read it in
+// four kernels. A C model of resnet_s2_bw's weight gradient (one core, x out of cache each round, min / median of 41
+// rounds): 3.58-3.65 / 3.78-3.86 ms against 4.43-4.55 / 4.72-4.85 for the phases with their copy, and 4.06-4.15 /
+// 4.40-4.41 for four kernels over x's strided views by taps reading the same outputs, ungated (bench/NOTES_conv_bw.md,
+// session 16). CONV_DW_STRIDED_PANEL=0: strided_weight_grad.
+std::optional<Tensor> strided_panel_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
+  if (g.device().rfind("CPU", 0) != 0 || !getenv("CONV_DW_STRIDED_PANEL", 1)) return std::nullopt;
   const std::optional<Tensor> gpanel = panel_copy(g, groups);
-  const size_t lead = gpanel ? 3 : 2;   // grad_output's (or its panels') dims before *o
-  std::optional<Tensor> dw;
-  std::vector<size_t> at(n, 0);   // the range per dim, the last dim fastest
-  for (bool more = true; more;) {
-    bool any = true;
-    for (size_t j = 0; j < n; j++) any = any && at[j] < rg[j].size();
-    if (!any) break;
-    std::vector<std::optional<std::pair<int64_t, int64_t>>> xwin(2 + n), gwin(gpanel ? 4 + n : 2 + n);
-    std::vector<std::pair<int64_t, int64_t>> place{{0, 0}, {0, 0}};
-    Shape kg(n);
-    for (size_t j = 0; j < n; j++) {
-      const TapRange& t = rg[j][at[j]];
-      const int64_t pl = side_pads(pad2d, n, j).first, start = s[j] * t.o0 + t.k0 - pl;
-      kg[j] = t.k1 - t.k0;
-      // the windows' span, as far as whole strides where x reaches (pool then views it without padding)
-      const int64_t span = s[j] * (t.o1 - t.o0 - 1) + kg[j], whole = std::min(x.shape()[2 + j] - start, s[j] * (t.o1 - t.o0));
-      xwin[2 + j] = std::pair<int64_t, int64_t>{start, start + std::max(span, whole)};
-      gwin[lead + j] = std::pair<int64_t, int64_t>{t.o0, t.o1};
-      place.push_back({t.k0, K[j] - t.k1});
-    }
-    const Tensor xr = detail::slice_pad(x, xwin), gr = detail::slice_pad(gpanel ? *gpanel : g, gwin);
-    const Tensor part = weight_grad(xr, gr, kg, s, Shape(n, 1), groups, cout, gpanel.has_value()).pad(place);
-    dw = dw ? *dw + part : part;
-    more = false;
-    for (size_t j = n; j-- > 0;) {
-      if (++at[j] < rg[j].size()) { more = true; break; }
-      at[j] = 0;
-    }
-  }
-  Shape shape{cout, x.shape()[1] / groups};
-  shape.insert(shape.end(), K.begin(), K.end());
-  return dw ? *dw : Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});
+  if (!gpanel) return std::nullopt;
+  return weight_grad(xp, *gpanel, K, s, Shape(K.size(), 1), groups, cout, true);
 }
 }  // namespace
 
@@ -793,9 +745,10 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   if (needs_input_grad[1]) {
     const Tensor xp = x.pad2d(args_.pad);
     const std::optional<Tensor> xs = xs_ ? std::optional<Tensor>(detail::make_tensor(xs_, false)) : std::nullopt;
-    const bool cpu = g.device().rfind("CPU", 0) == 0, phases = strided && !dilated && getenv("CONV_BW_PHASES", 1);
-    dw = detail::lb(phases && cpu && getenv("CONV_DW_TAP_RANGES", 1) ? tap_range_weight_grad(x, g, K, args_.pad, s, groups, cout)
-                    : phases                                         ? strided_weight_grad(xp, g, K, s, groups, cout)
+    const bool phases = strided && !dilated && getenv("CONV_BW_PHASES", 1);
+    const std::optional<Tensor> panel = phases ? strided_panel_weight_grad(xp, g, K, s, groups, cout) : std::nullopt;
+    dw = detail::lb(panel    ? *panel
+                    : phases ? strided_weight_grad(xp, g, K, s, groups, cout)
                     : row_shift_fits(K, s, d, cin)                     ? row_shifted_weight_grad(xp, xs, g, K, groups, cout)
                                                                        : weight_grad(xp, g, K, s, d, groups, cout));
   }
