@@ -665,9 +665,13 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
 // four kernels. A C model of resnet_s2_bw's weight gradient (one core, x out of cache each round, min / median of 41
 // rounds): 3.58-3.65 / 3.78-3.86 ms against 4.43-4.55 / 4.72-4.85 for the phases with their copy, and 4.06-4.15 /
 // 4.40-4.41 for four kernels over x's strided views by taps reading the same outputs, ungated (bench/NOTES_conv_bw.md,
-// session 16). CONV_DW_STRIDED_PANEL=0: strided_weight_grad.
+// session 16). Not where the GEMM's tile rows can't be 4 or 8 input channels and a phase has 3+ taps along the last
+// dim: there the phases' GEMMs tile kernel columns (heuristic.cpp kernel_column_rows) and the one GEMM took 3 channels
+// x 2 vectors (a ResNet stem, 3 channels 7x7 stride 2: 10-15 ms against 6-10 ms, one core).
+// CONV_DW_STRIDED_PANEL=0: strided_weight_grad.
 std::optional<Tensor> strided_panel_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
   if (g.device().rfind("CPU", 0) != 0 || !getenv("CONV_DW_STRIDED_PANEL", 1)) return std::nullopt;
+  if (xp.shape()[1] / groups % 4 != 0 && (K.back() + s.back() - 1) / s.back() > 2) return std::nullopt;
   const std::optional<Tensor> gpanel = panel_copy(g, groups);
   if (!gpanel) return std::nullopt;
   return weight_grad(xp, *gpanel, K, s, Shape(K.size(), 1), groups, cout, true);
