@@ -226,6 +226,7 @@ TEST(ConvBackward, SmallCinWeightGradientPrefetchesTheNextImage) {
 // A strided conv's weight gradient by phases: the phases read grad_output from one copy laid out as the CPU GEMM's
 // panels (tensor/conv.cpp panel_copy), so none of their GEMMs packs it again (before: one pack per phase).
 TEST(ConvBackward, StridedWeightGradientPhasesShareOnePanelCopy) {
+  Context ctx({{"CONV_DW_STRIDED_PANEL", 0}});   // (the default reads x in one GEMM: StridedWeightGradientReadsXOnce)
   const Opts o{dtypes::float32, "CPU", false};
   Tensor x = Tensor::empty({32, 64, 28, 28}, o), w = Tensor::empty({64, 64, 3, 3}, o), r = Tensor::empty({32, 64, 14, 14}, o);
   w.requires_grad_();
@@ -597,6 +598,52 @@ TEST(ConvBackward, StridedInputGradientPhasesAreExact) {
     EXPECT_LT(macs, old_macs);
     expect_close(dx, old_dx, 1e-4f);
     expect_close(dx, run(true, true).second, 1e-4f);
+  }
+}
+
+// A strided conv's weight gradient on the CPU, where grad_output takes the panel copy, is one GEMM over x's strided
+// window view (tensor/conv.cpp strided_panel_weight_grad): its schedule copies only grad_output (the panels), where the
+// phases (CONV_DW_STRIDED_PANEL=0, strided_weight_grad) also copied x split by phase and ran a GEMM per phase. The gradient
+// equals the phases' and NOOPT's: a ResNet-style 3x3 stride 2 pad 1, batch 1 with odd sizes, stride (3, 2) with
+// asymmetric padding, a 1-row input whose taps 0 and 2 read only padding, groups with 32-channel panels; and where the
+// phases stay: 3 output channels (no panel copy), a stem-like 3-channel 7x7 (the phases' GEMMs tile kernel columns).
+TEST(ConvBackward, StridedWeightGradientReadsXOnce) {
+  struct Case { Shape x, w, stride, pad; int groups; int gemms; };
+  for (const Case& c : {Case{{4, 64, 28, 28}, {64, 64, 3, 3}, {2}, {1, 1}, 1, 1}, Case{{1, 16, 13, 9}, {32, 16, 3, 3}, {2}, {1, 1}, 1, 1},
+                         Case{{3, 8, 10, 11}, {32, 8, 5, 4}, {3, 2}, {2, 1, 0, 3}, 1, 1}, Case{{1, 4, 1, 5}, {32, 4, 3, 3}, {2}, {1, 1}, 1, 1},
+                         Case{{2, 8, 9, 10}, {64, 4, 3, 3}, {2}, {1, 1}, 2, 1}, Case{{2, 4, 7, 6}, {3, 4, 3, 3}, {2}, {2, 2}, 1, 4},
+                         Case{{2, 3, 19, 17}, {32, 3, 7, 7}, {2}, {3, 3}, 1, 4}}) {
+    SCOPED_TRACE(to_str(c.x) + " stride " + to_str(c.stride) + " pad " + to_str(c.pad) + " groups " + std::to_string(c.groups));
+    const Opts o{dtypes::float32, "CPU", false};
+    auto Fc = [&](std::vector<float> v, Shape s) { return Tensor::from<float>(v, s, o); };
+    // (the weight gradient's GEMMs, its copies: kernels of one input and no reduce, its values)
+    auto run = [&](bool panel, bool noopt = false) {
+      Context ctx({{"CONV_DW_STRIDED_PANEL", panel ? 1 : 0}, {"NOOPT", noopt ? 1 : 0}});
+      Tensor x = Fc(data(prod(c.x), 1), c.x), w = Fc(data(prod(c.w), 7), c.w).requires_grad_();
+      Tensor out = x.conv2d(w, std::nullopt, c.groups, c.stride, {1}, c.pad);
+      (out * Fc(data(prod(out.shape()), 11), out.shape())).sum().backward();
+      ClangRenderer ren;
+      int gemms = 0, copies = 0;
+      for (const ScheduleItem& si : w.grad()->schedule()) {
+        if (si.kind != MetaOps::KERNEL) continue;
+        bool mul = false;
+        for (const UOp& u : Access::uop(si.ast).toposort()) mul = mul || is_alu(u, BinaryOps::MUL);
+        const bool reduce = Kernel(Access::uop(si.ast), ren).reduceop().has_value();
+        gemms += mul && si.bufs.size() == 3 && reduce;
+        copies += !reduce && si.bufs.size() == 2;
+      }
+      return std::tuple{gemms, copies, vals(*w.grad())};
+    };
+    const auto [gemms, copies, dw] = run(true);
+    const auto [old_gemms, old_copies, old_dw] = run(false);
+    EXPECT_EQ(gemms, c.gemms);
+    EXPECT_EQ(copies, c.gemms == 1 ? 1 : old_copies);
+    int64_t phases = 1;   // one GEMM per phase with taps
+    for (size_t j = 0; j < 2; j++) phases *= std::min(c.w[2 + j], c.stride[c.stride.size() == 1 ? 0 : j]);
+    EXPECT_EQ(old_gemms, phases);
+    EXPECT_EQ(old_copies, 1 + (c.w[0] / c.groups % 32 == 0));   // the phases' copy of x (and the panels where they take them)
+    expect_close(dw, old_dw, 2e-4f);
+    expect_close(dw, std::get<2>(run(true, true)), 2e-4f);
   }
 }
 

@@ -656,6 +656,26 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
   for (size_t j = 0; j < n; j++) full.push_back(kmax[j] * s[j]), crop[2 + j] = std::pair<int64_t, int64_t>{0, K[j]};
   return detail::slice_pad(dw->reshape(full), crop);
 }
+
+// The weight gradient of a strided conv (dilation 1) on the CPU where grad_output takes the panel copy (32 output
+// channels per group): one GEMM over the padded input's strided window view, every tap in one kernel. Its loads are
+// gated on the padding (the taps whose windows reach into it multiply those zeros: 42 x 42 (tap, output) pairs per dim
+// pair for resnet_s2_bw's 3x3 stride 2 pad 1 on 28x28, as strided_weight_grad's phases), but it reads x once, with no
+// copy: the phases first copied x split by phase (0.6-0.9 ms of resnet_s2_bw's ~9 ms on one core) and then read it in
+// four kernels. A C model of resnet_s2_bw's weight gradient (one core, x out of cache each round, min / median of 41
+// rounds): 3.58-3.65 / 3.78-3.86 ms against 4.43-4.55 / 4.72-4.85 for the phases with their copy, and 4.06-4.15 /
+// 4.40-4.41 for four kernels over x's strided views by taps reading the same outputs, ungated (bench/NOTES_conv_bw.md,
+// session 16). Not where the GEMM's tile rows can't be 4 or 8 input channels and a phase has 3+ taps along the last
+// dim: there the phases' GEMMs tile kernel columns (heuristic.cpp kernel_column_rows) and the one GEMM took 3 channels
+// x 2 vectors (a ResNet stem, 3 channels 7x7 stride 2: 10-15 ms against 6-10 ms, one core).
+// CONV_DW_STRIDED_PANEL=0: strided_weight_grad.
+std::optional<Tensor> strided_panel_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
+  if (g.device().rfind("CPU", 0) != 0 || !getenv("CONV_DW_STRIDED_PANEL", 1)) return std::nullopt;
+  if (xp.shape()[1] / groups % 4 != 0 && (K.back() + s.back() - 1) / s.back() > 2) return std::nullopt;
+  const std::optional<Tensor> gpanel = panel_copy(g, groups);
+  if (!gpanel) return std::nullopt;
+  return weight_grad(xp, *gpanel, K, s, Shape(K.size(), 1), groups, cout, true);
+}
 }  // namespace
 
 LazyBufferPtr Conv2d::forward(const LBs& x, const ConvArgs& args) {
@@ -729,7 +749,10 @@ LBs Conv2d::backward(const LazyBufferPtr& grad) {
   if (needs_input_grad[1]) {
     const Tensor xp = x.pad2d(args_.pad);
     const std::optional<Tensor> xs = xs_ ? std::optional<Tensor>(detail::make_tensor(xs_, false)) : std::nullopt;
-    dw = detail::lb(strided && !dilated && getenv("CONV_BW_PHASES", 1) ? strided_weight_grad(xp, g, K, s, groups, cout)
+    const bool phases = strided && !dilated && getenv("CONV_BW_PHASES", 1);
+    const std::optional<Tensor> panel = phases ? strided_panel_weight_grad(xp, g, K, s, groups, cout) : std::nullopt;
+    dw = detail::lb(panel    ? *panel
+                    : phases ? strided_weight_grad(xp, g, K, s, groups, cout)
                     : row_shift_fits(K, s, d, cin)                     ? row_shifted_weight_grad(xp, xs, g, K, groups, cout)
                                                                        : weight_grad(xp, g, K, s, d, groups, cout));
   }

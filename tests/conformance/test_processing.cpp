@@ -129,6 +129,13 @@ std::vector<Case> conv_cases() {
   conv(cs, "stride2_phases_groups", {3, 8, 9, 12}, {6, 4, 3, 3}, true, {.groups = 2, .stride = {2}, .padding = {1}});
   // batch 32, 64 output channels: the 2-tap phases keep their exact 14 columns (the packed 7-column tile)
   conv(cs, "stride2_exact_phase_columns", {32, 32, 3, 28}, {64, 32, 3, 3}, false, {.stride = {2}, .padding = {1}});
+  // 32 output channels per group: a strided weight gradient in one GEMM over x's strided view (tensor/conv.cpp
+  // strided_panel_weight_grad): odd sizes, stride (3, 2) with padding, a 1-row input whose taps 0 and 2 read only
+  // padding, groups
+  conv(cs, "stride2_dw_one_gemm", {2, 8, 9, 13}, {32, 8, 3, 3}, true, {.stride = {2}, .padding = {1}});
+  conv(cs, "stride32_dw_one_gemm_padded", {1, 4, 10, 11}, {32, 4, 5, 4}, false, {.stride = {3, 2}, .padding = {2, 1}});
+  conv(cs, "stride2_dw_one_gemm_1row", {1, 4, 1, 5}, {32, 4, 3, 3}, false, {.stride = {2}, .padding = {1}});
+  conv(cs, "stride2_dw_one_gemm_groups", {2, 8, 9, 10}, {64, 4, 3, 3}, true, {.groups = 2, .stride = {2}, .padding = {1}});
   // one input channel: the weight gradient's tile takes the 5 kernel columns next to 4 output channels
   conv(cs, "mnist_conv1_tiled", {4, 1, 28, 28}, {32, 1, 5, 5}, true, {});
   // the weight gradient's reduce in batch blocks (over 4096 (b, oy, ox) elements): 2 blocks of 5, 7 blocks of 1
