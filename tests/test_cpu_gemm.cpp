@@ -201,6 +201,19 @@ TEST(CpuGemmPack, KBlocksWhenARowTileOverflowsTheL1) {
   EXPECT_EQ(k.full_shape()[k.first_reduce()], 64);
   EXPECT_EQ(k.to_program().global_size.at(0), k.full_shape()[0] * k.full_shape()[1]) << "the threads split panels and row groups, never the blocks";
   EXPECT_EQ(blocks(ints({64, 512}, 28).matmul(ints({512, 64}, 29))), 1) << "2 panels x 8 row groups: under 16 a thread";
+  {   // the lowerer keeps an axis the store doesn't move along out of the parallel loop, wherever it sits
+    Kernel swapped(plan->gemm_ast, cpu());
+    swapped.hand_coded_optimizations();
+    swapped.apply_opt(Opt{OptOps::SWAP, 0, 2});
+    EXPECT_EQ(swapped.full_shape()[0], 8);
+    const auto p = swapped.to_program();
+    EXPECT_TRUE(p.global_size.empty() || p.global_size.at(0) == 1) << to_str(p.global_size) << "\n" << p.src;
+  }
+  {   // at 16 threads the parallel loop takes 64 iterations a thread (codegen/lowerer.hpp): 200 rows are too few
+    Context many({{"THREADS", 16}});
+    EXPECT_EQ(blocks(a.matmul(b)), 1);
+    check_matmul(a, b, true);
+  }
   {
     Context off({{"CPU_KBLOCK", 0}});
     EXPECT_EQ(blocks(a.matmul(b)), 1);

@@ -163,6 +163,14 @@ class Lowerer {
     auto slice = [&](int64_t lo, int64_t hi) { return std::vector<int64_t>(full_shape.begin() + lo, full_shape.begin() + hi); };
     first_group_ = first_reduce, end_group_ = first_reduce + group_for_reduces;
     full_shape_ = full_shape, full_sym_ = full_sym;
+    // an axis a global store writes the same element along (a packed GEMM's K blocks, codegen/pack.cpp: each block
+    // adds to what the blocks before it stored) runs in order on one thread: never in the CPU's parallel loop
+    stored_unchanged_.assign(full_shape.size(), false);
+    for (const UOp& u : nodes)
+      if (u->op == Ops::STORE && u->src[0]->op == Ops::DEFINE_GLOBAL) {
+        const auto rs = st_of(u->src[1]).real_strides();
+        for (size_t i = 0; i < rs.size(); i++) stored_unchanged_[i] = stored_unchanged_[i] || (full_shape[i] > 1 && rs[i] == 0);
+      }
     sym_splits_ = ki.sym_splits, sym_groups_ = ki.sym_groups;
     for (auto [a, amt] : sym_splits_)
       TG_ASSERT(((a >= first_reduce + group_for_reduces && a < first_upcasted) || a < global_dims) && full_sym[a] && amt > 1,
@@ -193,7 +201,7 @@ class Lowerer {
     } else {
       // the CPU runs global dims as loops; a big kernel runs its first loop on threads (not a split one:
       // its tail loop follows the tiles' loop), which covers the first few dims where one is short
-      const int64_t c = first_reduce > 0 && !split_of(0) ? parallel_dims(first_reduce) : 0;
+      const int64_t c = first_reduce > 0 && !split_of(0) && !stored_unchanged_[0] ? parallel_dims(first_reduce) : 0;
       const bool parallel = opts.cpu_threads && c > 0 && prod(slice(0, c)) >= 2 && prod(full_shape) >= kCpuParallelMinWork;
       if (parallel && c > 1) idxs_ = collapsed_loop(c), collapsed_ = c;
       for (int64_t i = static_cast<int64_t>(idxs_.size()); i < first_reduce; i++) {
@@ -258,7 +266,7 @@ class Lowerer {
     if (full_sym_[0] || prod(full_shape_) == 0) return 1;
     const int64_t threads = cpu_threads();
     auto busy = [&](int64_t n) { return static_cast<double>(n) / static_cast<double>(threads * ((n + threads - 1) / threads)); };
-    auto fits = [&](int64_t c, int64_t inner) { return c < first_reduce && !full_sym_[c] && !split_of(c) && inner / full_shape_[c] >= 64; };
+    auto fits = [&](int64_t c, int64_t inner) { return c < first_reduce && !full_sym_[c] && !split_of(c) && !stored_unchanged_[c] && inner / full_shape_[c] >= 64; };
     int64_t c = 1, n = full_shape_[0], inner = prod(full_shape_) / n;
     while (busy(n) < 0.9 && fits(c, inner)) n *= full_shape_[c], inner /= full_shape_[c++];
     while (threads > 1 && n < threads * cpu_units_per_thread(threads) && fits(c, inner) && inner / full_shape_[c] >= kCpuUnitWork)
@@ -710,6 +718,7 @@ class Lowerer {
   std::vector<UOp> idxs_;   // context 0's indexes
   Shape full_shape_;
   std::vector<UOp> full_sym_;
+  std::vector<bool> stored_unchanged_;   // per axis: a global store's index doesn't move along it
   int64_t collapsed_ = 0;   // the CPU's leading global dims run by one parallel loop (collapsed_loop) when > 1
   int64_t first_group_ = 0, end_group_ = 0;   // the grouped (GROUP/GROUPTOP) axes
   bool warp_reduce_ = false;
