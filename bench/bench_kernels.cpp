@@ -29,10 +29,21 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
+// The threads the limits run on: THREADS where set (a 2-thread case on a 16-core host is measured against two
+// cores' peak and OpenBLAS on two threads), else every core.
+int limit_threads() {
+  static const int n = [] {
+    const int t = static_cast<int>(getenv("THREADS", 0));
+    if (t > 0 && !std::getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", std::to_string(t).c_str(), 1);
+    return t;
+  }();
+  return n;
+}
+
 // limits measured in this run (bench/limits.hpp), printed as JSON lines before the results
 std::map<std::string, double> read_limits() {
   std::map<std::string, double> ret;
-  auto limits = tgbench::measure_limits();
+  auto limits = tgbench::measure_limits(limit_threads());
   limits["gemm1024_gflops_avx512"] = tgbench::gemm_gflops_avx512(1024);
   for (const auto& [key, l] : limits) {
     std::printf("%s\n", tgbench::limit_json(key, l).c_str());
@@ -58,7 +69,7 @@ double time_runner(CompiledRunner& r, const std::vector<Buffer*>& bufs) {
   double best = 1e30, total = 0, best_cpu = 1e30;
   const int reps = static_cast<int>(getenv("REPEATS", 10));
   for (int i = 0; i < 3 * reps && (i < reps || total < 1.0); i++) {
-    if (g_measure_window) g_window_peak = std::max(g_window_peak, tgbench::fma_peak_burst());
+    if (g_measure_window) g_window_peak = std::max(g_window_peak, tgbench::fma_peak_burst(limit_threads()));
     const double c0 = process_cpu_seconds();
     double t = *r(bufs, {}, true);
     best_cpu = std::min(best_cpu, process_cpu_seconds() - c0);
