@@ -230,6 +230,12 @@ bool Kernel::reduces_only_row(int64_t axis) const {
   return true;
 }
 
+bool Kernel::stored_unchanged(int64_t axis) const {
+  for (size_t i = 0; i < bufs.size(); i++)
+    if (bufs[i]->op == Ops::STORE && sts[i].shape()[axis] > 1 && sts[i].real_strides()[axis] == 0) return true;
+  return false;
+}
+
 bool Kernel::symbolic_axis(int64_t axis) const {
   for (const ShapeTracker& st : sts) {
     const View& v = st.views.back();
@@ -515,6 +521,10 @@ void Kernel::apply_opt_(const Opt& opt, bool append_opt) {
     return apply_sym_group(opt, axis, append_opt);
   opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !sym_group_axis(axis),
             "the group axis of a grouped symbolic dim can't be split: " + opt.str());
+  // (an axis a store writes the same element along runs in order: a packed GEMM's K blocks, codegen/pack.cpp, each
+  // add to what the blocks before them stored; lanes, threads or padding of it would read a block's sum early)
+  opt_check(opt.op == OptOps::NOLOCALS || opt.op == OptOps::SWAP || !stored_unchanged(axis),
+            "the store writes the same element along this axis: " + opt.str());
 
   int64_t amt = -1;
   if (opt.op == OptOps::SWAP) {

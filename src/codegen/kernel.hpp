@@ -136,6 +136,7 @@ class Kernel {
   std::vector<std::tuple<int64_t, std::optional<int64_t>, bool>> upcasted_axis(size_t i) const;
   std::vector<int64_t> float4_axis(size_t i) const;   // upcasted unit-stride axes of sts[i] divisible by 4
   bool axis_is_masked(size_t i, int64_t axis) const;   // whether sts[i]'s validity depends on axis
+  bool stored_unchanged(int64_t axis) const;   // a store's index doesn't move along it (a K block axis)
   bool symbolic_axis(int64_t axis) const;   // some tracker's dim there is a Variable expression (only split, never reshaped)
 
   std::vector<std::string> colors() const;   // blue global, cyan local, green/white group, red reduce, magenta/yellow upcast

@@ -56,14 +56,14 @@ UOp split_ast(const UOp& ast, int64_t v, const std::vector<int64_t>& parts, cons
 }
 
 // How many K blocks a packed GEMM's reduce takes (1: none): enough that a row tile's 8 rows of A (8 x kc floats)
-// fill at most 2/3 of the L1, kc a multiple of the lanes. Only where the parallel loop (the panels and row
-// tiles, at least cpu_units_per_thread a thread: codegen/lowerer.cpp parallel_dims) stops before the block axis,
-// which the threads must not split (its blocks add to the same outputs in turn), and not under BEAM (whose
-// SWAPs could move it to the front). CPU_KBLOCK=kc sets the block (0: none). 2048^3 on the device host's Xeon (48 KB
+// fill at most 2/3 of the L1, kc a multiple of the lanes. The threads never split the block axis (its blocks add to
+// the same outputs in turn: codegen/lowerer.cpp keeps it out of the parallel loop, and the Kernel takes no opt of it
+// but SWAP, so BEAM searches it too); only where the panels and row tiles alone give the parallel loop
+// cpu_units_per_thread iterations a thread (lowerer.cpp parallel_dims). CPU_KBLOCK=kc sets the block (0: none). 2048^3 on the device host's Xeon (48 KB
 // L1), 2 threads, 8 runs alternated: 2 blocks of 1024 faster than one pass in 7 of 8 (median 280 against 270 GFLOPS),
 // 4 of 512 slower (248; bench/NOTES_cpu_gemm.md, session 16).
 int64_t k_blocks(int64_t K, int64_t lanes, int64_t units) {
-  if (getenv("BEAM", 0) || units < cpu_units_per_thread(cpu_threads()) * cpu_threads()) return 1;
+  if (units < cpu_units_per_thread(cpu_threads()) * cpu_threads()) return 1;
   const int64_t forced = getenv("CPU_KBLOCK", -1);
   if (forced == 0) return 1;
   if (forced > 0) return K % forced == 0 && forced % lanes == 0 ? K / forced : 1;
