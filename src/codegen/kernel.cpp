@@ -231,6 +231,9 @@ bool Kernel::reduces_only_row(int64_t axis) const {
 }
 
 bool Kernel::stored_unchanged(int64_t axis) const {
+  // (a global axis only: a grouped reduce's group axis is stored unchanged too, each thread of the group storing the
+  // same sum, and keeps the opts it took before)
+  if (axis >= first_reduce()) return false;
   for (size_t i = 0; i < bufs.size(); i++)
     if (bufs[i]->op == Ops::STORE && sts[i].shape()[axis] > 1 && sts[i].real_strides()[axis] == 0) return true;
   return false;

@@ -163,13 +163,15 @@ class Lowerer {
     auto slice = [&](int64_t lo, int64_t hi) { return std::vector<int64_t>(full_shape.begin() + lo, full_shape.begin() + hi); };
     first_group_ = first_reduce, end_group_ = first_reduce + group_for_reduces;
     full_shape_ = full_shape, full_sym_ = full_sym;
-    // an axis a global store writes the same element along (a packed GEMM's K blocks, codegen/pack.cpp: each block
-    // adds to what the blocks before it stored) runs in order on one thread: never in the CPU's parallel loop
+    // a global axis a store writes the same element along (a packed GEMM's K blocks, codegen/pack.cpp: each block
+    // adds to what the blocks before it stored) runs in order on one thread: never in the CPU's parallel loop (a
+    // grouped reduce's group axis, past first_reduce, is the other kind of such axis: never in that loop either)
     stored_unchanged_.assign(full_shape.size(), false);
     for (const UOp& u : nodes)
       if (u->op == Ops::STORE && u->src[0]->op == Ops::DEFINE_GLOBAL) {
-        const auto rs = st_of(u->src[1]).real_strides();
-        for (size_t i = 0; i < rs.size(); i++) stored_unchanged_[i] = stored_unchanged_[i] || (full_shape[i] > 1 && rs[i] == 0);
+        const ShapeTracker& st = st_of(u->src[1]);
+        const auto rs = st.real_strides();
+        for (size_t i = 0; i < rs.size(); i++) stored_unchanged_[i] = stored_unchanged_[i] || (st.shape()[i] > 1 && rs[i] == 0);
       }
     sym_splits_ = ki.sym_splits, sym_groups_ = ki.sym_groups;
     for (auto [a, amt] : sym_splits_)
