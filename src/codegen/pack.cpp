@@ -22,37 +22,47 @@ bool is_buffer_load(const UOp& u) {
   return u->op == Ops::LOAD && u->src.size() == 2 && u->src[0]->op == Ops::DEFINE_GLOBAL && u->src[1]->op == Ops::SHAPETRACKER;
 }
 
-// The ast with every ShapeTracker's axis v split into `parts` (outermost first, their product shape[v]),
-// the reduce axes moved with it, and the node `b` replaced by `nb`.
-UOp split_ast(const UOp& ast, int64_t v, const std::vector<int64_t>& parts, const UOp& b, const UOp& nb) {
-  const int64_t extra = static_cast<int64_t>(parts.size()) - 1;
+// root with every ShapeTracker rewritten by st_fn, every REDUCE_AXIS's axes by axes_fn, and the node `from` (if any)
+// replaced by `to`
+UOp map_trackers(const UOp& root, const std::function<ShapeTracker(const ShapeTracker&)>& st_fn,
+                 const std::function<std::vector<int64_t>(std::vector<int64_t>)>& axes_fn, const UOp* from = nullptr,
+                 const UOp* to = nullptr) {
   std::unordered_map<const UOpNode*, UOp> memo;
   std::function<UOp(const UOp&)> go = [&](const UOp& u) -> UOp {
-    if (u == b) return nb;
+    if (from && u == *from) return *to;
     if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
     UOp r;
     if (u->op == Ops::SHAPETRACKER) {
-      const ShapeTracker& st = st_of(u);
-      Shape s = st.shape();
-      TG_ASSERT(static_cast<int64_t>(s.size()) > v && s[v] == prod(parts), "pack: a tracker without the split axis: " + st.str());
-      s.erase(s.begin() + v);
-      s.insert(s.begin() + v, parts.begin(), parts.end());
-      r = st_uop(st.reshape(s));
+      r = st_uop(st_fn(st_of(u)));
     } else {
       std::vector<UOp> src;
       for (const UOp& x : u->src) src.push_back(go(x));
       Arg arg = u->arg;
-      if (u->op == Ops::REDUCE_AXIS) {
-        ReduceArg ra = u->as<ReduceArg>();
-        for (int64_t& a : ra.axes) a += a > v ? extra : 0;
-        arg = ra;
-      }
+      if (u->op == Ops::REDUCE_AXIS) arg = ReduceArg{u->as<ReduceArg>().op, axes_fn(u->as<ReduceArg>().axes)};
       r = UOp(u->op, u->dtype, std::move(src), arg);
     }
     memo.emplace(u.get(), r);
     return r;
   };
-  return go(ast);
+  return go(root);
+}
+
+// The ast with every ShapeTracker's axis v split into `parts` (outermost first, their product shape[v]),
+// the reduce axes moved with it, and the node `b` replaced by `nb`.
+UOp split_ast(const UOp& ast, int64_t v, const std::vector<int64_t>& parts, const UOp& b, const UOp& nb) {
+  const int64_t extra = static_cast<int64_t>(parts.size()) - 1;
+  auto split = [&](const ShapeTracker& st) {
+    Shape s = st.shape();
+    TG_ASSERT(static_cast<int64_t>(s.size()) > v && s[v] == prod(parts), "pack: a tracker without the split axis: " + st.str());
+    s.erase(s.begin() + v);
+    s.insert(s.begin() + v, parts.begin(), parts.end());
+    return st.reshape(s);
+  };
+  auto moved = [&](std::vector<int64_t> axes) {
+    for (int64_t& a : axes) a += a > v ? extra : 0;
+    return axes;
+  };
+  return map_trackers(ast, split, moved, &b, &nb);
 }
 
 // How many K blocks a packed GEMM's reduce takes (1: none): enough that a row tile's 8 rows of A (8 x kc floats)
@@ -96,23 +106,8 @@ UOp kblock_ast(const UOp& gemm, int64_t k, int64_t kb, int64_t pos) {
     perm.insert(perm.begin() + pos, static_cast<int>(k));
     return r.permute(perm);
   };
-  std::unordered_map<const UOpNode*, UOp> memo;
-  std::function<UOp(const UOp&)> go = [&](const UOp& u) -> UOp {
-    if (auto it = memo.find(u.get()); it != memo.end()) return it->second;
-    UOp r;
-    if (u->op == Ops::SHAPETRACKER) {
-      r = st_uop(regroup(st_of(u)));
-    } else {
-      std::vector<UOp> src;
-      for (const UOp& x : u->src) src.push_back(go(x));
-      Arg arg = u->arg;
-      if (u->op == Ops::REDUCE_AXIS) arg = ReduceArg{u->as<ReduceArg>().op, {k + 1}};
-      r = UOp(u->op, u->dtype, std::move(src), arg);
-    }
-    memo.emplace(u.get(), r);
-    return r;
-  };
-  const UOp nred = go(red), out_st = go(store->src[1]);
+  auto reduce_kc = [&](const std::vector<int64_t>&) { return std::vector<int64_t>{k + 1}; };
+  const UOp nred = map_trackers(red, regroup, reduce_kc), out_st = map_trackers(store->src[1], regroup, reduce_kc);
   Mask later;
   for (int64_t d : st_of(out_st).shape()) later.emplace_back(0, d);
   later[pos] = {1, kb};
