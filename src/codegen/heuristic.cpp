@@ -290,11 +290,16 @@ std::optional<int64_t> cpu_vector_axis(const Kernel& k, int64_t lanes) {
   return unit_axis;
 }
 
-int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands) {
+int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands, int64_t at_most = INT64_MAX) {
   for (int64_t c : cands)
-    if (n % c == 0) return c;
+    if (c <= at_most && n % c == 0) return c;
   return 1;
 }
+
+// The register tile's accumulators, in vectors: 20 of AVX-512's 32 registers (10 rows x 2 vectors, the rows'
+// broadcasts and two loaded vectors beside them), 12 of AVX2's 16 (6 rows x 2 vectors: OpenBLAS's Haswell
+// sgemm tile). 8 rows x 2 vectors of AVX2 left no register for the loads (matmul 1024^3 on a Zen 3: spilled).
+int64_t tile_accumulators(const Kernel& k) { return k.opts->vector_registers >= 32 ? 20 : 12; }
 
 // An elementwise kernel whose vector axis is shorter than a vector (a 2x2 window's kx, after
 // refine_views split the rows at the windows: (.., w/2, 2)): the axis outside it is upcast whole too
@@ -636,7 +641,8 @@ std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k,
   const bool short_rows = getenv("CPU_TILE_SHORT_ROWS", 1) != 0;
   for (const bool short_tier : {false, true}) {
     for (const auto& [neg_size, axis] : reuse_axes) {
-      const int64_t rows = short_tier ? largest_divisor(-neg_size, {9, 6, 5}) : largest_divisor(-neg_size, {10, 8, 7});
+      const int64_t most = tile_accumulators(k) / 2;   // (two vectors a row)
+      const int64_t rows = short_tier ? largest_divisor(-neg_size, {9, 6, 5}, most) : largest_divisor(-neg_size, {10, 8, 7}, most);
       // (the short rows only along the output's columns: a weight gradient's kx keeps kernel_column_rows' tile)
       if (rows == 1 || k.symbolic_axis(axis) || (short_tier && stride_of(k, 0, axis) != 1)) continue;
       if (scalar_inputs_contiguous(k, vector_inputs, axis)) return std::make_pair(axis, rows);
@@ -656,7 +662,6 @@ std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k,
 // Not where that axis is contiguous in the output (a forward conv's output columns: contiguous_tile_rows' case).
 // Returns (kx axis, the other axis, m). CPU_TILE_TAPS=0 keeps the 8-channel tile.
 struct TapRows { int64_t taps, other, m; };
-constexpr int64_t kMaxRows = 10;
 std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                           const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_TAPS", 1)) return std::nullopt;
@@ -666,7 +671,8 @@ std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<siz
     if (!scalar_inputs_contiguous(k, vector_inputs, axis)) continue;
     for (int64_t m : {3, 2})
       for (const auto& [neg_other, other] : reuse_axes)
-        if (other != axis && !k.symbolic_axis(other) && n * m <= kMaxRows && -neg_other % m == 0) return TapRows{axis, other, m};
+        if (other != axis && !k.symbolic_axis(other) && 2 * n * m <= tile_accumulators(k) && -neg_other % m == 0)
+          return TapRows{axis, other, m};
   }
   return std::nullopt;
 }
@@ -682,7 +688,7 @@ std::optional<TapRows> kernel_column_rows(const Kernel& k, const std::vector<siz
 // bench/NOTES_conv_dw.md, session 15). Returns (columns, rows axis, 2). CPU_TILE_SHORT_ROWS=0: 8 images.
 std::optional<TapRows> four_column_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                         const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
-  if (vector_inputs.empty() || !getenv("CPU_TILE_SHORT_ROWS", 1)) return std::nullopt;
+  if (vector_inputs.empty() || !getenv("CPU_TILE_SHORT_ROWS", 1) || tile_accumulators(k) < 16) return std::nullopt;
   auto reused = [&](int64_t a) {
     return std::any_of(reuse_axes.begin(), reuse_axes.end(), [a](const auto& r) { return std::get<1>(r) == a; });
   };
@@ -726,7 +732,9 @@ void cpu_optimizations(Kernel& k) {
   // of 4 and a tail, any length (q @ keys^T over a growing cache: 4 keys per loaded q vector, with
   // 8-lane accumulators below)
   auto tile_rows = [&](int64_t axis) {
-    return k.symbolic_axis(axis) ? (k.full_shape()[axis] >= 8 ? 4 : 1) : largest_divisor(k.full_shape()[axis], {8, 4, 3});
+    if (k.symbolic_axis(axis)) return k.full_shape()[axis] >= 8 ? int64_t{4} : int64_t{1};
+    const int64_t n = k.full_shape()[axis];
+    return tile_accumulators(k) >= 16 ? largest_divisor(n, {8, 4, 3}) : largest_divisor(n, {6, 4, 3});
   };
   // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
   std::vector<std::tuple<int64_t, int64_t>> reuse_axes;
@@ -820,11 +828,15 @@ void cpu_optimizations(Kernel& k) {
     // 4.4/12.9/124 us at 64/256/1024 keys with 4 rows x 8 lanes, against 5.0/14.3/129 with 8 x 8,
     // 7.1/25.5/170 with 8 x 16 and 6.1/20.6/137 untiled x 16 (one core of this AVX-512 VM, CPU time)
     const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {k.sym_splits_global() ? lanes / 2 : lanes, 8, 4}) : 1;
-    // up to 256 lanes of accumulators, or 20 full vectors (a 4 x 5 tile: 20 + 9 loaded of 32 AVX-512 registers)
-    if (vlanes > 1 && (up * vlanes <= 256 || (vlanes == lanes && up <= 20))) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
+    // up to 256 lanes of accumulators, or 20 full vectors (a 4 x 5 tile: 20 + 9 loaded of 32 AVX-512 registers;
+    // with AVX2's 16 registers, 12 vectors of lanes)
+    const int64_t acc = tile_accumulators(k), acc_lanes = acc >= 16 ? 256 : acc * lanes;
+    if (vlanes > 1 && (up * vlanes <= acc_lanes || (vlanes == lanes && up <= acc))) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     // (not under a tile of whole vectors: the lowerer's accumulators then run along the unrolled taps,
-    // 64 float2 where the tile wanted 8 float16: a 2-tap conv phase ran 10x slower)
-    else if (s <= 32 && up * s <= 256 && !(vaxis && up >= lanes))
+    // 64 float2 where the tile wanted 8 float16: a 2-tap conv phase ran 10x slower. A tile of 16 lanes at least,
+    // as with AVX-512's: AVX2's 4 x 3 tile of a gather's fused arange (12 lanes) keeps its taps unrolled, whose
+    // loop the linearizer misplaced, bench/NOTES_cpu_avx2.md)
+    else if (s <= 32 && up * s <= 256 && !(vaxis && up >= std::max<int64_t>(lanes, 16)))
       k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), 0});
   }
   if (k.upcasted == 0 && cpu_transpose_tile(k)) return;

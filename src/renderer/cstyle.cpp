@@ -322,12 +322,29 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
 
 // ------------------------------------------------------------------ C for the CPU
 
+// The widest vector the kernels' -march=native gives this CPU: one register, 64 bytes with AVX-512, 32 with AVX2,
+// 16 otherwise (SSE, NEON). Vectors wider than the registers are split by the compiler into two halves each, so a
+// register tile sized for AVX-512's 32 registers of 16 lanes needs four times AVX2's 16 registers and spills
+// (matmul 1024^3 on a Zen 3 with 64-byte vectors: 53-61 GFLOPS). CPU_VECTOR_BYTES=16|32|64 sets it.
+int64_t cpu_vector_bytes() {
+  int64_t native = 16;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  native = __builtin_cpu_supports("avx512f") ? 64 : __builtin_cpu_supports("avx2") ? 32 : 16;
+#endif
+  const int64_t v = getenv("CPU_VECTOR_BYTES", native);
+  if (v != 16 && v != 32 && v != 64)
+    throw Error("CPU_VECTOR_BYTES=" + std::to_string(v) + ": the CPU kernels' vector width is 16, 32 or 64 bytes");
+  return v;
+}
+
 ClangRenderer::ClangRenderer(const std::string& half_type) {
   device = "CPU";
   float4 = "(float4)";
   has_local = false;
   cpu_threads = true;
-  vector_bytes = 64;   // one AVX-512 register; narrower machines split it
+  vector_bytes = cpu_vector_bytes();
+  vector_registers = vector_bytes == 64 ? 32 : 16;
   global_max.clear();
   local_max.clear();
   infinity = "__builtin_inff()";
