@@ -611,14 +611,16 @@ TEST(ConvBackward, StridedInputGradientPhasesAreExact) {
 // phases (CONV_DW_STRIDED_PANEL=0, strided_weight_grad) also copied x split by phase and ran a GEMM per phase. The gradient
 // equals the phases' and NOOPT's: a ResNet-style 3x3 stride 2 pad 1, batch 1 with odd sizes, stride (3, 2) with
 // asymmetric padding, a 1-row input whose taps 0 and 2 read only padding, groups with 32-channel panels; and where the
-// phases stay: 3 output channels (no panel copy), a stem-like 3-channel 7x7 (the phases' GEMMs tile kernel columns).
+// phases stay: 3 output channels (no panel copy), a stem-like 3-channel 7x7 (the phases' GEMMs tile kernel columns), and
+// a panel (32 channels x 784 positions, 100 KB) over half of a 128 KB L2 (CPU_L2).
 TEST(ConvBackward, StridedWeightGradientReadsXOnce) {
-  struct Case { Shape x, w, stride, pad; int groups; int gemms; };
+  struct Case { Shape x, w, stride, pad; int groups; int gemms; int64_t l2 = 0; };
   for (const Case& c : {Case{{4, 64, 28, 28}, {64, 64, 3, 3}, {2}, {1, 1}, 1, 1}, Case{{1, 16, 13, 9}, {32, 16, 3, 3}, {2}, {1, 1}, 1, 1},
                          Case{{3, 8, 10, 11}, {32, 8, 5, 4}, {3, 2}, {2, 1, 0, 3}, 1, 1}, Case{{1, 4, 1, 5}, {32, 4, 3, 3}, {2}, {1, 1}, 1, 1},
                          Case{{2, 8, 9, 10}, {64, 4, 3, 3}, {2}, {1, 1}, 2, 1}, Case{{2, 4, 7, 6}, {3, 4, 3, 3}, {2}, {2, 2}, 1, 4},
-                         Case{{2, 3, 19, 17}, {32, 3, 7, 7}, {2}, {3, 3}, 1, 4}}) {
+                         Case{{2, 3, 19, 17}, {32, 3, 7, 7}, {2}, {3, 3}, 1, 4}, Case{{4, 64, 28, 28}, {64, 64, 3, 3}, {2}, {1, 1}, 1, 4, 128 << 10}}) {
     SCOPED_TRACE(to_str(c.x) + " stride " + to_str(c.stride) + " pad " + to_str(c.pad) + " groups " + std::to_string(c.groups));
+    const Context l2(c.l2 ? std::map<std::string, std::string>{{"CPU_L2", std::to_string(c.l2)}} : std::map<std::string, std::string>{});
     const Opts o{dtypes::float32, "CPU", false};
     auto Fc = [&](std::vector<float> v, Shape s) { return Tensor::from<float>(v, s, o); };
     // (the weight gradient's GEMMs, its copies: kernels of one input and no reduce, its values)

@@ -9,6 +9,7 @@
 
 #include "codegen/kernel.hpp"
 #include "codegen/pack.hpp"
+#include "cpu_threads.hpp"
 #include "engine/realize.hpp"
 #include "engine/schedule.hpp"
 #include "engine/search.hpp"

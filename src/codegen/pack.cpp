@@ -1,8 +1,6 @@
 // cpu_gemm_pack (see pack.hpp): finds the SUM(a*b) whose b is worth packing and builds the two asts.
 #include "codegen/pack.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -119,18 +117,6 @@ UOp kblock_ast(const UOp& gemm, int64_t k, int64_t kb, int64_t pos) {
 }
 
 }  // namespace
-
-CpuCaches cpu_caches() {
-  static const CpuCaches sys = [] {
-    auto get = [](int name, int64_t fallback) {
-      const long v = sysconf(name);
-      return v > 0 ? static_cast<int64_t>(v) : fallback;
-    };
-    return CpuCaches{get(_SC_LEVEL2_CACHE_SIZE, int64_t{1} << 20), get(_SC_LEVEL1_DCACHE_LINESIZE, 64),
-                     get(_SC_LEVEL1_DCACHE_SIZE, int64_t{32} << 10)};
-  }();
-  return CpuCaches{getenv("CPU_L2", sys.l2), sys.line, getenv("CPU_L1", sys.l1)};
-}
 
 std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
   if (ren.has_local || !getenv("CPU_PACK", 1) || ren.vector_bytes < 16) return std::nullopt;

@@ -29,15 +29,6 @@ struct PackPlan {
   int64_t k_blocks = 1;        // the reduce's blocks, each adding to the sum of those before (1: one pass over K)
 };
 
-// This core's L2 and L1d sizes and cache line, read at runtime (sysconf); CPU_L2 and CPU_L1 override the sizes
-// (tests, other machines). The CPU GEMM's panel width, panel layout, K blocks and loop order derive from these.
-struct CpuCaches {
-  int64_t l2 = 0;     // bytes
-  int64_t line = 0;   // bytes
-  int64_t l1 = 0;     // bytes
-};
-CpuCaches cpu_caches();
-
 // The plan for a CPU kernel ast, or nothing when packing doesn't apply or wouldn't pay
 // (CPU_PACK=0 turns it off; renderers with locals, i.e. GPUs, never pack).
 std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& renderer);

@@ -667,11 +667,16 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
 // 4.40-4.41 for four kernels over x's strided views by taps reading the same outputs, ungated (bench/NOTES_conv_bw.md,
 // session 16). Not where the GEMM's tile rows can't be 4 or 8 input channels and a phase has 3+ taps along the last
 // dim: there the phases' GEMMs tile kernel columns (heuristic.cpp kernel_column_rows) and the one GEMM took 3 channels
-// x 2 vectors (a ResNet stem, 3 channels 7x7 stride 2: 10-15 ms against 6-10 ms, one core).
-// CONV_DW_STRIDED_PANEL=0: strided_weight_grad.
+// x 2 vectors (a ResNet stem, 3 channels 7x7 stride 2: 10-15 ms against 6-10 ms, one core). Nor where grad_output's
+// panel (32 channels x every image's output positions, the GEMM's K) overflows half the L2: resnet_s2_bw's 784 KB on a
+// Zen 3's 512 KB L2 streamed from L3 for every row tile (the whole backward 58-61 GFLOPS against 94-95 by phases, whose
+// GEMMs take one phase's positions at a time; bench/NOTES_cpu_avx2.md). CONV_DW_STRIDED_PANEL=0: strided_weight_grad.
 std::optional<Tensor> strided_panel_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
   if (g.device().rfind("CPU", 0) != 0 || !getenv("CONV_DW_STRIDED_PANEL", 1)) return std::nullopt;
   if (xp.shape()[1] / groups % 4 != 0 && (K.back() + s.back() - 1) / s.back() > 2) return std::nullopt;
+  int64_t positions = g.shape()[0];
+  for (size_t j = 2; j < g.shape().size(); j++) positions *= g.shape()[j];
+  if (kPanel * positions * 4 > cpu_caches().l2 / 2) return std::nullopt;
   const std::optional<Tensor> gpanel = panel_copy(g, groups);
   if (!gpanel) return std::nullopt;
   return weight_grad(xp, *gpanel, K, s, Shape(K.size(), 1), groups, cout, true);
