@@ -32,7 +32,7 @@ Tensor ints(Shape s, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<float> v(prod(s));
   for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 7) - 3);
-  return Tensor::from(v, s).realize();
+  return Tensor::from<float>(v, s, Opts{dtypes::float32, "CPU", false}).realize();   // (the CPU whatever DEVICE says)
 }
 
 
