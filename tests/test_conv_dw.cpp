@@ -14,9 +14,9 @@
 using namespace tg;
 using namespace tgt;
 
-// The kernels these tests assert are AVX-512's (64-byte vectors, 32 registers): pinned, so an AVX2 machine runs the
+// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
 // same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_VECTOR_BYTES", "64", 1);
+[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

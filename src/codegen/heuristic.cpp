@@ -707,7 +707,15 @@ void cpu_optimizations(Kernel& k) {
   // tile of 64 accumulators that spilled: 30-48 ms against 1.9 ms; tensor/conv.cpp split_columns_input_grad)
   if (!(reduces_long(k) && reuses_inputs(k))) upcast_masked_axes(k);
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
-  const int64_t lanes = std::clamp<int64_t>(k.opts->vector_bytes / itemsize, 1, 16);
+  // a kernel that can get a register tile (a reduce with an input broadcast along an output axis: a GEMM's, a conv's,
+  // with or without a fused mask or epilogue) sizes it in native registers; other kernels use the C vectors
+  // (renderer/cstyle.cpp cpu_register_bytes)
+  bool tiled = k.reduceop() && !k.row_kernel() && k.opts->register_bytes > 0;
+  bool broadcast = false;
+  for (size_t i = 1; i < k.bufs.size() && tiled && !broadcast; i++)
+    broadcast = has_expanded_axis(k.sts[i].shape(), k.sts[i].real_strides(), static_cast<size_t>(k.first_reduce()));
+  tiled = tiled && broadcast;
+  const int64_t lanes = std::clamp<int64_t>((tiled ? k.opts->register_bytes : k.opts->vector_bytes) / itemsize, 1, 16);
   std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k, lanes) : std::nullopt;
   // the inputs read as vectors: contiguous along the vector axis (before it is upcast)
   std::vector<size_t> vector_inputs;

@@ -119,7 +119,7 @@ UOp kblock_ast(const UOp& gemm, int64_t k, int64_t kb, int64_t pos) {
 }  // namespace
 
 std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
-  if (ren.has_local || !getenv("CPU_PACK", 1) || ren.vector_bytes < 16) return std::nullopt;
+  if (ren.has_local || !getenv("CPU_PACK", 1) || ren.register_bytes < 16) return std::nullopt;
   if (ast->op != Ops::SINK || ast->src.size() != 1 || ast->src[0]->op != Ops::STORE) return std::nullopt;
   const UOp& store = ast->src[0];
   // the one reduce under the store; what sits between them is an elementwise epilogue (a fused bias,
@@ -139,7 +139,7 @@ std::optional<PackPlan> cpu_gemm_pack(const UOp& ast, const Renderer& ren) {
   const int64_t n = static_cast<int64_t>(full.size());
   const std::vector<int64_t>& raxes = red->as<ReduceArg>().axes;   // K: every reduce axis (a conv's ci, ky, kx)
   auto is_reduce = [&](int64_t i) { return std::find(raxes.begin(), raxes.end(), i) != raxes.end(); };
-  const int64_t lanes = ren.vector_bytes / 4, r = raxes.back();
+  const int64_t lanes = ren.register_bytes / 4, r = raxes.back();   // (the register tile's)
   int64_t K = 1;
   for (int64_t i : raxes) K *= full[i];
   const auto so = out.real_strides();

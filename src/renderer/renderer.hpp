@@ -48,7 +48,8 @@ struct DeviceCaps {
   bool has_warp_shuffle = false;   // BinaryOps::SHFL_XOR renders (a group reduce combines its warps' lanes first)
   bool cpu_threads = false;   // a RANGE marked parallel is split over CPU threads (core_lo/core_hi)
   int64_t vector_bytes = 0;   // > 0: upcast lanes are rebuilt into vector ALU/loads/stores of up to this size
-  int64_t vector_registers = 0;   // a CPU's vector registers of vector_bytes (16 AVX2, 32 AVX-512): the register tile's room
+  int64_t register_bytes = 0;     // a CPU's native vector register (32 AVX2, 64 AVX-512): a register tile's vectors
+  int64_t vector_registers = 0;   // and how many it has (16, 32): the register tile's room
   bool gpu_vector_loads = false;   // 16-byte loads of consecutive lanes (vectorize_gpu_loads)
   // native transcendentals; the rewrite passes replace the others (a Renderer's come from its op
   // table through kernel_caps())
