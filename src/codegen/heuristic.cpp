@@ -296,10 +296,11 @@ int64_t largest_divisor(int64_t n, std::initializer_list<int64_t> cands, int64_t
   return 1;
 }
 
-// The register tile's accumulators, in vectors: 20 of AVX-512's 32 registers (10 rows x 2 vectors, the rows'
-// broadcasts and two loaded vectors beside them), 12 of AVX2's 16 (6 rows x 2 vectors: OpenBLAS's Haswell
-// sgemm tile). 8 rows x 2 vectors of AVX2 left no register for the loads (matmul 1024^3 on a Zen 3: spilled).
-int64_t tile_accumulators(const Kernel& k) { return k.opts->vector_registers >= 32 ? 20 : 12; }
+// The register tile's accumulators, in registers: 20 of AVX-512's 32 (10 rows x 2 vectors, the rows' broadcasts and
+// two loaded vectors beside them), 10 of AVX2's 16. 8 rows x 2 vectors of AVX2 left no register for the loads (matmul
+// 1024^3 on a Zen 3: spilled); 12 (6 rows) left 4 and ran at half speed: conv2's input gradient tiled 6 columns x 2
+// vectors, 82 GFLOPS against 122 for 4 images x 2 vectors (bench_kernels conv_dx 64,32,24,24,32,5,0, 2 threads).
+int64_t tile_accumulators(const Kernel& k) { return k.opts->vector_registers >= 32 ? 20 : 10; }
 
 // An elementwise kernel whose vector axis is shorter than a vector (a 2x2 window's kx, after
 // refine_views split the rows at the windows: (.., w/2, 2)): the axis outside it is upcast whole too
@@ -742,7 +743,7 @@ void cpu_optimizations(Kernel& k) {
   auto tile_rows = [&](int64_t axis) {
     if (k.symbolic_axis(axis)) return k.full_shape()[axis] >= 8 ? int64_t{4} : int64_t{1};
     const int64_t n = k.full_shape()[axis];
-    return tile_accumulators(k) >= 16 ? largest_divisor(n, {8, 4, 3}) : largest_divisor(n, {6, 4, 3});
+    return tile_accumulators(k) >= 16 ? largest_divisor(n, {8, 4, 3}) : largest_divisor(n, {5, 4, 3});
   };
   // a row kernel (several passes over each row) keeps one row at a time in L1: no row tile
   std::vector<std::tuple<int64_t, int64_t>> reuse_axes;
@@ -837,7 +838,7 @@ void cpu_optimizations(Kernel& k) {
     // 7.1/25.5/170 with 8 x 16 and 6.1/20.6/137 untiled x 16 (one core of this AVX-512 VM, CPU time)
     const int64_t vlanes = !vaxis && contiguous && lanes > 1 ? largest_divisor(s, {k.sym_splits_global() ? lanes / 2 : lanes, 8, 4}) : 1;
     // up to 256 lanes of accumulators, or 20 full vectors (a 4 x 5 tile: 20 + 9 loaded of 32 AVX-512 registers;
-    // with AVX2's 16 registers, 12 vectors of lanes)
+    // with AVX2's 16 registers, 10 vectors of lanes)
     const int64_t acc = tile_accumulators(k), acc_lanes = acc >= 16 ? 256 : acc * lanes;
     if (vlanes > 1 && (up * vlanes <= acc_lanes || (vlanes == lanes && up <= acc))) k.apply_opt({OptOps::UNROLL, raxis - k.first_reduce(), vlanes});
     // (not under a tile of whole vectors: the lowerer's accumulators then run along the unrolled taps,
