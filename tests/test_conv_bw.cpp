@@ -2,13 +2,13 @@
 // window view (FUSE_CONV_BW=0), for every argument conv2d takes; and the property it exists for: no
 // (n, cin, *out, *kernel) buffer in the backward's schedule. Gradients against libtorch are in
 // tests/conformance (conv2d/* cases).
-#include <cstdlib>
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "access.hpp"
+#include "avx512_kernels.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/pack.hpp"
 #include "engine/search.hpp"
@@ -19,10 +19,6 @@
 
 using namespace tg;
 using namespace tgt;
-
-// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
-// same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

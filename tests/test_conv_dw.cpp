@@ -1,11 +1,11 @@
 // The CPU's conv weight gradients and one-input-channel forward (tensor/conv.cpp, codegen/heuristic.cpp
 // kernel_column_rows): the register tiles they get, that the weight gradient reads the forward's row-shifted copy, and
 // their values against the NOOPT kernels and the paths they replace. Against libtorch: tests/conformance conv2d/*.
-#include <cstdlib>
 #include <functional>
 #include <optional>
 
 #include "access.hpp"
+#include "avx512_kernels.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/pack.hpp"
 #include "renderer/cstyle.hpp"
@@ -13,10 +13,6 @@
 
 using namespace tg;
 using namespace tgt;
-
-// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
-// same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

@@ -4,9 +4,9 @@
 // compared exactly.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <random>
 
+#include "avx512_kernels.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/pack.hpp"
 #include "cpu_threads.hpp"
@@ -19,10 +19,6 @@
 
 using namespace tg;
 using tgt::last_ast;
-
-// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
-// same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

@@ -5,12 +5,12 @@
 // its exp is vector code with three selects.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cmath>
 #include <functional>
 #include <random>
 
 #include "access.hpp"
+#include "avx512_kernels.hpp"
 #include "codegen/kernel.hpp"
 #include "engine/schedule.hpp"
 #include "renderer/cstyle.hpp"
@@ -18,10 +18,6 @@
 #include "tg/tg.hpp"
 
 using namespace tg;
-
-// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
-// same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

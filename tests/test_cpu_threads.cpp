@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -15,6 +14,7 @@
 #include <random>
 
 #include "access.hpp"
+#include "avx512_kernels.hpp"
 #include "codegen/kernel.hpp"
 #include "codegen/lowerer.hpp"
 #include "codegen/pack.hpp"
@@ -26,10 +26,6 @@
 
 using namespace tg;
 using tgt::last_ast;
-
-// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
-// same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

@@ -1,7 +1,6 @@
 // BEAM search, the CPU heuristics and the CPU vectorizer: every optimized kernel must compute what
 // the unoptimized one computes. Inputs are small integers, so sums are exact in float32 whatever the
 // order of the additions, and outputs are compared exactly.
-#include <cstdlib>
 #include <cmath>
 #include <gtest/gtest.h>
 
@@ -11,6 +10,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "avx512_kernels.hpp"
 #include "engine/realize.hpp"
 #include "engine/search.hpp"
 #include "renderer/cstyle.hpp"
@@ -19,10 +19,6 @@
 #include "tg/tg.hpp"
 
 using namespace tg;
-
-// The kernels these tests assert are AVX-512's (64-byte registers, 32 of them): pinned, so an AVX2 machine runs the
-// same ones (its compiler splits each vector in two). AVX2's own tiles: CpuHeuristics.Avx2* in test_search.cpp.
-[[maybe_unused]] const int kAvx512Kernels = setenv("CPU_REGISTER_BYTES", "64", 1);
 
 namespace {
 

@@ -711,11 +711,12 @@ void cpu_optimizations(Kernel& k) {
   // a kernel that can get a register tile (a reduce with an input broadcast along an output axis: a GEMM's, a conv's,
   // with or without a fused mask or epilogue) sizes it in native registers; other kernels use the C vectors
   // (renderer/cstyle.cpp cpu_register_bytes)
-  bool tiled = k.reduceop() && !k.row_kernel() && k.opts->register_bytes > 0;
-  bool broadcast = false;
-  for (size_t i = 1; i < k.bufs.size() && tiled && !broadcast; i++)
-    broadcast = has_expanded_axis(k.sts[i].shape(), k.sts[i].real_strides(), static_cast<size_t>(k.first_reduce()));
-  tiled = tiled && broadcast;
+  auto broadcast_input = [&] {
+    for (size_t i = 1; i < k.bufs.size(); i++)
+      if (has_expanded_axis(k.sts[i].shape(), k.sts[i].real_strides(), static_cast<size_t>(k.first_reduce()))) return true;
+    return false;
+  };
+  const bool tiled = k.reduceop() && !k.row_kernel() && k.opts->register_bytes > 0 && broadcast_input();
   const int64_t lanes = std::clamp<int64_t>((tiled ? k.opts->register_bytes : k.opts->vector_bytes) / itemsize, 1, 16);
   std::optional<int64_t> vaxis = lanes > 1 ? cpu_vector_axis(k, lanes) : std::nullopt;
   // the inputs read as vectors: contiguous along the vector axis (before it is upcast)

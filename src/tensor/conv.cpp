@@ -674,8 +674,7 @@ Tensor strided_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, co
 std::optional<Tensor> strided_panel_weight_grad(const Tensor& xp, const Tensor& g, const Shape& K, const Shape& s, int groups, int64_t cout) {
   if (g.device().rfind("CPU", 0) != 0 || !getenv("CONV_DW_STRIDED_PANEL", 1)) return std::nullopt;
   if (xp.shape()[1] / groups % 4 != 0 && (K.back() + s.back() - 1) / s.back() > 2) return std::nullopt;
-  int64_t positions = g.shape()[0];
-  for (size_t j = 2; j < g.shape().size(); j++) positions *= g.shape()[j];
+  const int64_t positions = prod(g.shape()) / g.shape()[1];   // (every image's output positions)
   if (kPanel * positions * 4 > cpu_caches().l2 / 2) return std::nullopt;
   const std::optional<Tensor> gpanel = panel_copy(g, groups);
   if (!gpanel) return std::nullopt;
