@@ -10,7 +10,9 @@
 #include <random>
 #include <unistd.h>
 
+#include "access.hpp"
 #include "avx512_kernels.hpp"
+#include "codegen/pack.hpp"
 #include "engine/realize.hpp"
 #include "engine/search.hpp"
 #include "renderer/cstyle.hpp"
@@ -384,6 +386,34 @@ TEST(CpuHeuristics, Avx2KernelsMatchNoopt) {
     k.hand_coded_optimizations();
     EXPECT_EQ(run(k), run_noopt(ast)) << opts_to_string(k.applied_opts);
   }
+}
+
+// A ResNet-style 3x3 padded conv forward 28 columns wide on AVX2: 7 tiles of 4 columns x 2 vectors of output channels,
+// the input's broadcasts from neighbouring floats (AVX-512 takes 7 columns; 4 images x 2 vectors broadcast from 4
+// images' lines, more than the L1 holds)
+TEST(CpuHeuristics, Avx2ConvForwardTilesFourColumns) {
+  const ClangRenderer r = avx2();
+  const Opts o{dtypes::float32, "CPU", false};
+  Tensor x = Tensor::empty({32, 16, 4, 28}, o), w = Tensor::empty({32, 16, 3, 3}, o);   // (32 images: packed)
+  std::optional<UOp> conv;
+  for (const ScheduleItem& si : x.conv2d(w, std::nullopt, 1, {1}, {1}, {1}).schedule())
+    if (si.kind == MetaOps::KERNEL && Kernel(Access::uop(si.ast), r).reduceop()) conv = Access::uop(si.ast);
+  ASSERT_TRUE(conv);
+  const auto plan = cpu_gemm_pack(*conv, r);
+  const UOp ast = plan ? plan->gemm_ast : *conv;
+  Kernel k(ast, r);
+  k.hand_coded_optimizations();
+  int64_t columns = 0;   // an upcast axis along which the scalar-read input is contiguous
+  for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
+    for (size_t i = 1; i < k.bufs.size(); i++)
+      if (k.sts[i].real_strides()[a] == 1 && k.full_shape()[a] < 8) columns = k.full_shape()[a];
+  int accs = 0, lanes = 0;   // (a C vector holds both registers of a row: float16 on AVX2 too)
+  for (const UOp& u : k.linearize())
+    if (u->op == Ops::DEFINE_ACC) accs++, lanes += u->dtype.count;
+  EXPECT_EQ(columns, 4) << k.name();
+  EXPECT_EQ(accs, 4) << k.name();
+  EXPECT_EQ(lanes, 4 * 16) << k.name();
+  EXPECT_EQ(run(k), run_noopt(ast)) << k.name();
 }
 
 TEST(CpuHeuristics, RegisterBytesOutsideItsValuesIsAnError) {

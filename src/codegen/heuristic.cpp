@@ -635,7 +635,11 @@ bool scalar_inputs_contiguous(const Kernel& k, const std::vector<size_t>& vector
 // vectors before, each broadcast from its own image 16 KB away and 256 scattered stores per tile). As 6 columns x 2
 // vectors (12 accumulators), bench_kernels conv_fw 512,64,8,8,64,3,0, one thread, 4 rounds alternated: the GEMM
 // 12.8-13.2 -> 9.8-10.8 ms CPU; 5 columns (7x7 inputs) 9.6-13.0 -> 7.9-10.4 ms (bench/NOTES_conv_dw.md, session 15).
-// 6 columns x 2 rows x 2 vectors spilled (a clang C model: 3x slower). CPU_TILE_SHORT_ROWS=0: 10, 8 or 7 only.
+// 6 columns x 2 rows x 2 vectors spilled (a clang C model: 3x slower). With AVX2's 16 registers (at most 5 rows), 5 or
+// 4 columns: resnet_fw's 28 columns as 7 tiles of 4 x 2 vectors ran at 143 GFLOPS (0.77 of the FMA peak) against 110
+// for 4 images x 2 vectors, conv2d_bw's 24-column input gradient 9.4 against 11.8 ms (Zen 3, 2 threads; the images'
+// broadcasts each missed L1: 4 images x 64 channels x 3 rows of lines per output pixel, 49 KB, against the L1's 32 KB).
+// CPU_TILE_SHORT_ROWS=0: 10, 8 or 7 only.
 std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k, const std::vector<size_t>& vector_inputs,
                                                                 const std::vector<std::tuple<int64_t, int64_t>>& reuse_axes) {
   if (vector_inputs.empty() || !getenv("CPU_TILE_CONTIG", 1)) return std::nullopt;
@@ -643,7 +647,8 @@ std::optional<std::pair<int64_t, int64_t>> contiguous_tile_rows(const Kernel& k,
   for (const bool short_tier : {false, true}) {
     for (const auto& [neg_size, axis] : reuse_axes) {
       const int64_t most = tile_accumulators(k) / 2;   // (two vectors a row)
-      const int64_t rows = short_tier ? largest_divisor(-neg_size, {9, 6, 5}, most) : largest_divisor(-neg_size, {10, 8, 7}, most);
+      const int64_t rows = !short_tier ? largest_divisor(-neg_size, {10, 8, 7}, most)
+                           : most >= 8 ? largest_divisor(-neg_size, {9, 6, 5}, most) : largest_divisor(-neg_size, {5, 4}, most);
       // (the short rows only along the output's columns: a weight gradient's kx keeps kernel_column_rows' tile)
       if (rows == 1 || k.symbolic_axis(axis) || (short_tier && stride_of(k, 0, axis) != 1)) continue;
       if (scalar_inputs_contiguous(k, vector_inputs, axis)) return std::make_pair(axis, rows);
