@@ -5,6 +5,9 @@
 #   Usage (repository root): GTEST_SRC=path/to/googletest OUT=dir bench/device_run.sh PHASE...
 #   tests        the GPU test binaries on CUDA (TESTS overrides the list; TEST_TIMEOUT, default 150 s each; TEST_JOBS at once, 1)
 #   conformance  the libtorch conformance suite against the Python package's libtorch, DEVICE=CUDA
+#   cpuconf      the same suite on the machine's CPU, every core (DEVICE=CPU)
+#   kernels      bench_kernels on the CPU at THREADS=2: the BENCH cases (default resnet_fw,resnet_s2_bw), once per
+#                ';'-separated env set of AB (default: none), alternated ROUNDS times (3)
 #   reduce       bench_gpu_reduce against bench/torch_gpu_reduce.py, one ratio line per case, and the DEBUG=2 lines
 #   gemm         bench_gemm against bench/bench_gemm_torch.py (bench/gemm_vs_torch.sh)
 #   tcsweep      test_tensor_cores with a fresh cache, TC_TMA=0, TC_WGMMA=0 and TC_GEMM=0; the GEMM template's tile configs
@@ -73,7 +76,8 @@ PY
 
 TARGETS=""
 has tests && TARGETS="$TARGETS $TESTS"
-has conformance && TARGETS="$TARGETS conformance"
+{ has conformance || has cpuconf; } && TARGETS="$TARGETS conformance"
+has kernels && TARGETS="$TARGETS bench_kernels"
 has reduce && TARGETS="$TARGETS bench_gpu_reduce"
 { has gemm || has tcsweep || has gemmsweep || has gemmx; } && TARGETS="$TARGETS bench_gemm"
 has gemmx && TARGETS="$TARGETS bench_train"
@@ -104,6 +108,36 @@ if has conformance; then
   echo "conformance rc=$?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]|conformance:" "$OUT/conformance.log" | head -40
   echo "conformance $(el)"
+fi
+
+if has cpuconf; then
+  echo "== conformance on the CPU ($(nproc) cores)"
+  DEVICE=CPU timeout "${CONF_TIMEOUT:-300}" "./$BUILD/tests/conformance" --gtest_brief=1 > "$OUT/conformance_cpu.log" 2>&1
+  echo "conformance (CPU) rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]|conformance:" "$OUT/conformance_cpu.log" | head -40
+  echo "cpuconf $(el)"
+fi
+
+if has kernels; then
+  echo "== bench_kernels (CPU, THREADS=2)"
+  IFS=';' read -ra sets <<< "${AB:- }"
+  for r in $(seq "${ROUNDS:-3}"); do
+    for e in "${sets[@]}"; do
+      env $e THREADS=2 MODES=default BENCH="${BENCH:-resnet_fw,resnet_s2_bw}" timeout 120 "./$BUILD/bench/bench_kernels" 2>/dev/null |
+        grep '"bench"' | sed "s/^{/{\"env\":\"$e\",/" >> "$OUT/kernels.jsonl"
+    done
+  done
+  python3 - "$OUT/kernels.jsonl" <<'PY'
+import json, statistics, sys, collections
+g = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    d = json.loads(l); g[(d["env"], d["bench"])].append((d["GFLOPS"], d.get("ratio_fma_peak_window", 0), d.get("ratio", 0)))
+for (e, b), v in g.items():
+    print(f"{e or '(default)':36s} {b:14s} GFLOPS median {statistics.median(x for x, _, _ in v):7.1f} "
+          f"[{min(x for x, _, _ in v):.1f}-{max(x for x, _, _ in v):.1f}] window {statistics.median(w for _, w, _ in v):.3f} "
+          f"x OpenBLAS {statistics.median(o for _, _, o in v):.3f}")
+PY
+  echo "kernels $(el)"
 fi
 
 if has reduce; then

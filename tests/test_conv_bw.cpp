@@ -60,6 +60,9 @@ const std::vector<Conv> kCases = {
     // 32 output channels per group: the phases' weight gradients read grad_output as one shared panel copy
     {"stride2_panels", {2, 3, 9, 9}, {32, 3, 3, 3}, 1, {2}, {1}, {1}, true},
     {"stride2_groups_panels", {1, 4, 10, 9}, {64, 2, 3, 3}, 2, {2}, {1}, {1}},
+    // 32 input channels and 32 images: the input gradient's phases pack their weights and read grad_output's
+    // channels-last copy, taps outermost (tensor/conv.cpp exact_phase_input_grad)
+    {"stride2_packed_channels_last", {32, 32, 10, 12}, {32, 32, 3, 3}, 1, {2}, {1}, {1}},
     {"stride2_unread_rows", {1, 2, 10, 8}, {3, 2, 3, 3}, 1, {2, 3}},   // 10 rows: the last is in no window
     {"stride_past_kernel", {1, 2, 11, 11}, {2, 2, 2, 2}, 1, {3}},
     {"padding1", {2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1}, {1}, {1}},
@@ -251,8 +254,9 @@ TEST(ConvBackward, StridedWeightGradientPhasesShareOnePanelCopy) {
 // A ResNet-style stride-2 conv (28x28, padding 1): its input gradient's phases (tensor/conv.cpp exact_phase_input_grad)
 // are 14 positions per dim; with 16 input channels every phase is rounded to 16 wide, so its register tile is one
 // 16-lane vector of positions x 8 input channels x 2 images: 16 float16 accumulators, not float2 ones along unrolled
-// kernel taps (a 2-tap phase) nor 8 images' scattered windows as the rows. With 64 input channels the tile is 7 or 8
-// positions x 2 vectors of input channels (14 or 16 float16 accumulators; the old path's 15-row phases: 8 x 2).
+// kernel taps (a 2-tap phase) nor 8 images' scattered windows as the rows. With 64 input channels (packed weights,
+// grad_output's copy channels-last) the tile is 7 or 8 rows x 2 vectors of input channels (14 or 16 float16
+// accumulators): positions, or images, whose broadcasts then come from one line of channels each.
 // CONV_DX_PHASE_EXACT=0 (strided_input_grad: 15 rows, 16 columns) tiles the 16-channel case the same way.
 TEST(ConvBackward, StridedInputGradientPhasesTileWholeRows) {
   for (const auto& [cin, exact] : {std::pair{16, 1}, std::pair{16, 0}, std::pair{64, 1}}) {

@@ -301,7 +301,8 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
     ph[j] = input_phases(in[j], side_pads(pad2d, n, j).first, s[j], K[j]);
     rows = std::max(rows, ph[j].empty() ? 0 : ph[j][0].M);
   }
-  const std::vector<std::vector<InputPhase>> combos = phase_combos(ph, round, rows >= 32 && cin % 32 == 0, rcout);
+  const bool packed = rows >= 32 && cin % 32 == 0;   // (the phases' weights packed: codegen/pack.cpp)
+  const std::vector<std::vector<InputPhase>> combos = phase_combos(ph, round, packed, rcout);
   Shape shape{bs, groups * cin};
   shape.insert(shape.end(), in.begin(), in.end());
   if (combos.empty()) return Tensor::zeros(shape, {g.dtype(), g.device(), std::nullopt});   // no input position meets a tap
@@ -310,7 +311,17 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
   for (const auto& p : combos)
     for (size_t j = 0; j < n; j++)
       gpad[j] = {std::max(gpad[j].first, p[j].kr - 1 - p[j].c), std::max(gpad[j].second, p[j].E + p[j].c - O[j])};
-  const Tensor gp = pad_or_cut(g, gpad).contiguous();
+  // On the CPU, where the weights are packed, the copy is channels-last and each phase's reduce runs its taps
+  // outermost, the output channels innermost: a tile of 4 images x 2 vectors then broadcasts from each image's line
+  // of consecutive channels, where from NCHW every channel and row tap was its own line (4 images x 64 channels x 2 rows per output
+  // position, more than a 32 KB L1 keeps between neighbouring positions). resnet_s2_bw's 4-tap phase 2.08 ->
+  // 1.3-1.44 ms, its input gradient 4.4 -> 3.4 ms (Zen 3, 2 threads). Unpacked phases (16 input channels) tile
+  // along a row of positions instead, which needs them contiguous. CONV_DX_PHASE_NHWC=0: NCHW.
+  const bool nhwc = packed && g.device().rfind("CPU", 0) == 0 && getenv("CONV_DX_PHASE_NHWC", 1);
+  std::vector<int> to_last{0}, from_last{0, static_cast<int>(n) + 1};
+  for (size_t j = 0; j < n; j++) to_last.push_back(static_cast<int>(2 + j)), from_last.push_back(static_cast<int>(1 + j));
+  to_last.push_back(1);
+  const Tensor gp = nhwc ? pad_or_cut(g, gpad).permute(to_last).contiguous().permute(from_last) : pad_or_cut(g, gpad).contiguous();
   std::vector<int> flips;
   for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
   // the phases' slots per dim: the longest phase's M, the last dim's rounded as a 1-tap phase's E is, so the interleave
@@ -333,7 +344,7 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
     }
     wrj.insert(wrj.end(), kr.begin(), kr.end()), wtj.insert(wtj.end(), kr.begin(), kr.end());
     const Tensor wf = kernel_phase(w, s, r, kr).reshape(wrj).transpose(1, 2).reshape(wtj).flip(flips);
-    Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt);
+    Tensor part = detail::conv_pooled(detail::slice_pad(gp, win), wf, groups, Shape(n, 1), Shape(n, 1), std::nullopt, nhwc);
     // (bs, groups*cin, *E) -> M positions, padded to the longest phase's, each in a 1-long slot at q among s
     part = pad_or_cut(detail::slice_pad(part, keep), to_max).reshape(slots).pad(place);
     dx = dx ? *dx + part : part;
@@ -483,10 +494,16 @@ Tensor weight_grad(const Tensor& x_pad, const Tensor& g, const Shape& K, const S
   for (int64_t v : O) per_image *= v;
   // images per block: the largest divisor of bs within the budget that leaves a block per CPU thread (the blocks are
   // the kernel's first loop, the only one that runs on threads: 8 blocks of a 6x6 conv left 8 of 16 threads idle)
-  const int64_t min_blocks = g.device().rfind("CPU", 0) == 0 ? cpu_threads() : 1;
+  const bool cpu = g.device().rfind("CPU", 0) == 0;
+  const int64_t min_blocks = cpu ? cpu_threads() : 1;
+  // (on the CPU a block's grad_output, every output channel, fits half the L2: the kernel's tiles run through the
+  // channel panels innermost, so a block larger than the L2 streamed from L3 for every tile: resnet_s2_bw's 16
+  // images x 196 positions x 64 channels, 800 KB on a 512 KB L2, took 1.5-1.7 ms in its 4-tap phase against 1.25-1.33
+  // in blocks of 4 or 8 images)
+  const int64_t budget = cpu ? std::min(kReduceBlock, cpu_caches().l2 / 2 / (rcout * g.dtype().itemsize())) : kReduceBlock;
   int64_t blk = 1;
   for (int64_t b = 1; b <= bs; b++)
-    if (bs % b == 0 && b * per_image <= kReduceBlock && bs / b >= min_blocks) blk = b;
+    if (bs % b == 0 && b * per_image <= budget && bs / b >= min_blocks) blk = b;
   const int64_t nb = bs / blk;
   Tensor xw = detail::pool(xp, K, s, d, "conv2d");   // (bs, groups*cin, *o, *k)
   // both as (nb, blk, groups, cin, *o, *k, rcout), reduced over blk and *o
