@@ -6,7 +6,7 @@
 #   tests        the GPU test binaries on CUDA (TESTS overrides the list; TEST_TIMEOUT, default 150 s each; TEST_JOBS at once, 1)
 #   conformance  the libtorch conformance suite against the Python package's libtorch, DEVICE=CUDA
 #   cpuconf      the same suite on the machine's CPU, every core (DEVICE=CPU)
-#   kernels      bench_kernels on the CPU at THREADS=2: the BENCH cases (default resnet_fw,resnet_s2_bw), once per
+#   kernels      bench_kernels on the CPU (DEVICE=CPU) at THREADS=2: the BENCH cases (default resnet_fw,resnet_s2_bw), once per
 #                ';'-separated env set of AB (default: none), alternated ROUNDS times (3)
 #   reduce       bench_gpu_reduce against bench/torch_gpu_reduce.py, one ratio line per case, and the DEBUG=2 lines
 #   gemm         bench_gemm against bench/bench_gemm_torch.py (bench/gemm_vs_torch.sh)
@@ -123,7 +123,7 @@ if has kernels; then
   IFS=';' read -ra sets <<< "${AB:- }"
   for r in $(seq "${ROUNDS:-3}"); do
     for e in "${sets[@]}"; do
-      env $e THREADS=2 MODES=default BENCH="${BENCH:-resnet_fw,resnet_s2_bw}" timeout 120 "./$BUILD/bench/bench_kernels" 2>/dev/null |
+      env $e DEVICE=CPU THREADS=2 MODES=default BENCH="${BENCH:-resnet_fw,resnet_s2_bw}" timeout 120 "./$BUILD/bench/bench_kernels" 2>/dev/null |
         grep '"bench"' | sed "s/^{/{\"env\":\"$e\",/" >> "$OUT/kernels.jsonl"
     done
   done
