@@ -321,6 +321,40 @@ TEST(ConvBackward, InputGradientTilesColumns) {
   }
 }
 
+// Below AVX-512 the column tiles are 4 or 5 wide, so a 28-wide input gradient (a ResNet 3x3's) pads grad_output's
+// columns too (tensor/conv.cpp padded_columns) and tiles 4 of dx's columns x 2 vectors (8 lanes each on AVX2); its
+// values equal the unpadded path's.
+TEST(ConvBackward, Avx2InputGradientTilesFourColumns) {
+  const Opts o{dtypes::float32, "CPU", false};
+  auto dx = [&](int columns) {
+    Context ctx({{"CPU_REGISTER_BYTES", 32}, {"CONV_DX_COLUMNS", columns}});
+    Tensor x = Tensor::from(data(32 * 32 * 8 * 28, 3), {32, 32, 8, 28}, o), w = Tensor::from(data(32 * 32 * 9, 5), {32, 32, 3, 3}, o);
+    x.requires_grad_();
+    Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {1});
+    (out * Tensor::from(data(prod(out.shape()), 7), out.shape(), o)).sum().backward();
+    ClangRenderer ren;
+    ren.register_bytes = 32, ren.vector_registers = 16;   // (as cpu_register_bytes() builds it on AVX2)
+    int gemms = 0;
+    for (const ScheduleItem& si : x.grad()->schedule()) {
+      const auto plan = si.kind == MetaOps::KERNEL ? cpu_gemm_pack(Access::uop(si.ast), ren) : std::nullopt;
+      if (!plan) continue;
+      gemms++;
+      Kernel k(plan->gemm_ast, ren);
+      k.hand_coded_optimizations();
+      bool column_rows = false;   // an upcast axis of 4 along which an input is read at stride 1
+      for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
+        for (size_t i = 1; i < k.bufs.size(); i++)
+          column_rows = column_rows || (k.full_shape()[a] == 4 && k.sts[i].real_strides()[a] == 1);
+      EXPECT_EQ(column_rows, columns == 1) << k.name();
+    }
+    EXPECT_EQ(gemms, 1);
+    return vals(*x.grad());
+  };
+  const std::vector<float> padded = dx(1), view = dx(0);
+  ASSERT_EQ(padded.size(), view.size());
+  for (size_t i = 0; i < padded.size(); i++) ASSERT_NEAR(padded[i], view[i], 1e-3f * (1 + std::fabs(view[i]))) << i;
+}
+
 // A strided conv's input gradient by phases (tensor/conv.cpp exact_phase_input_grad; strided_input_grad with
 // CONV_DX_PHASE_EXACT=0): the multiply-adds of its schedule are about the forward's (here 26x26/(24x24) of them: per dim
 // 9 positions x 2 taps + 8 x 1 against 8 outputs x 3 taps; the padded input's phases: 9 x 3), where the conv over the

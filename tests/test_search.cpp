@@ -13,6 +13,7 @@
 #include "access.hpp"
 #include "avx512_kernels.hpp"
 #include "codegen/pack.hpp"
+#include "cpu_threads.hpp"
 #include "engine/realize.hpp"
 #include "engine/search.hpp"
 #include "renderer/cstyle.hpp"

@@ -715,7 +715,7 @@ void cpu_optimizations(Kernel& k) {
   const int64_t itemsize = std::max<int64_t>(1, k.bufs[0]->src[0]->dtype.base().itemsize());
   // a kernel that can get a register tile (a reduce with an input broadcast along an output axis: a GEMM's, a conv's,
   // with or without a fused mask or epilogue) sizes it in native registers; other kernels use the C vectors
-  // (renderer/cstyle.cpp cpu_register_bytes)
+  // (cpu_threads.hpp cpu_register_bytes)
   auto broadcast_input = [&] {
     for (size_t i = 1; i < k.bufs.size(); i++)
       if (has_expanded_axis(k.sts[i].shape(), k.sts[i].real_strides(), static_cast<size_t>(k.first_reduce()))) return true;

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "cpu_threads.hpp"
 #include "tg/helpers.hpp"
 
 namespace tg {
@@ -321,23 +322,6 @@ std::string CStyleLanguage::render(const std::string& name, const std::vector<UO
 }
 
 // ------------------------------------------------------------------ C for the CPU
-
-// The widest vector register the kernels' -march=native gives this CPU: 64 bytes with AVX-512, 32 with AVX2, 16
-// otherwise (SSE, NEON). The C vectors stay up to 64 bytes (vector_bytes), which the compiler splits into registers:
-// two independent halves help a row kernel's max and sum chains on AVX2 (softmax 4096^2 on a Zen 3, one thread: 12.7 ms
-// against 17.6 with 32-byte vectors). A register tile is sized in registers instead: AVX-512's 8 rows x 2 vectors of
-// 16 lanes needs 32 of AVX2's 16 registers and spilled (matmul 1024^3: 53-61 GFLOPS). CPU_REGISTER_BYTES=16|32|64.
-int64_t cpu_register_bytes() {
-  int64_t native = 16;
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  native = __builtin_cpu_supports("avx512f") ? 64 : __builtin_cpu_supports("avx2") ? 32 : 16;
-#endif
-  const int64_t v = getenv("CPU_REGISTER_BYTES", native);
-  if (v != 16 && v != 32 && v != 64)
-    throw Error("CPU_REGISTER_BYTES=" + std::to_string(v) + ": the CPU's vector registers are 16, 32 or 64 bytes");
-  return v;
-}
 
 ClangRenderer::ClangRenderer(const std::string& half_type) {
   device = "CPU";

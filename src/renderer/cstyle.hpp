@@ -66,10 +66,6 @@ std::unordered_set<const UOpNode*> index_only_uops(const std::vector<UOp>& uops)
 // The signed int vector that C's compares of vectors of dt return (and its vector selects use).
 DType vector_mask_dtype(DType dt);
 
-// The CPU's vector register in bytes, which sizes the register tiles: the widest native one (64 AVX-512, 32 AVX2,
-// else 16) or CPU_REGISTER_BYTES; anything else there is a tg::Error.
-int64_t cpu_register_bytes();
-
 // C for the CPU device, compiled by clang (or the system cc) and loaded with dlopen.
 class ClangRenderer : public CStyleLanguage {
  public:
