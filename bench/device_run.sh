@@ -102,21 +102,15 @@ if has tests; then
   echo "tests $(el)"
 fi
 
-if has conformance; then
-  echo "== conformance on CUDA"
-  DEVICE=CUDA timeout "${CONF_TIMEOUT:-300}" "./$BUILD/tests/conformance" --gtest_brief=1 > "$OUT/conformance.log" 2>&1
-  echo "conformance rc=$?"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]|conformance:" "$OUT/conformance.log" | head -40
-  echo "conformance $(el)"
-fi
-
-if has cpuconf; then
-  echo "== conformance on the CPU ($(nproc) cores)"
-  DEVICE=CPU timeout "${CONF_TIMEOUT:-300}" "./$BUILD/tests/conformance" --gtest_brief=1 > "$OUT/conformance_cpu.log" 2>&1
-  echo "conformance (CPU) rc=$?"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]|conformance:" "$OUT/conformance_cpu.log" | head -40
-  echo "cpuconf $(el)"
-fi
+run_conformance() {   # DEVICE LOG PHASE: the libtorch conformance suite with DEVICE as the default device
+  echo "== conformance on $1 ($(nproc) host cores)"
+  DEVICE=$1 timeout "${CONF_TIMEOUT:-300}" "./$BUILD/tests/conformance" --gtest_brief=1 > "$OUT/$2" 2>&1
+  echo "conformance ($1) rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]|conformance:" "$OUT/$2" | head -40
+  echo "$3 $(el)"
+}
+has conformance && run_conformance CUDA conformance.log conformance
+has cpuconf && run_conformance CPU conformance_cpu.log cpuconf
 
 if has kernels; then
   echo "== bench_kernels (CPU, THREADS=2)"

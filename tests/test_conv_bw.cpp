@@ -3,6 +3,7 @@
 // (n, cin, *out, *kernel) buffer in the backward's schedule. Gradients against libtorch are in
 // tests/conformance (conv2d/* cases).
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -26,6 +27,28 @@ std::vector<float> data(int64_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; i++) v[i] = static_cast<float>(((i + seed) * 2654435761u) % 2001) / 1000.0f - 1.0f;
   return v;
+}
+
+// Runs fn on each packed CPU GEMM of t's schedule, hand-coded for ren; returns how many there were.
+int for_each_packed_gemm(const Tensor& t, const ClangRenderer& ren, const std::function<void(Kernel&)>& fn) {
+  int gemms = 0;
+  for (const ScheduleItem& si : t.schedule()) {
+    const auto plan = si.kind == MetaOps::KERNEL ? cpu_gemm_pack(Access::uop(si.ast), ren) : std::nullopt;
+    if (!plan) continue;
+    gemms++;
+    Kernel k(plan->gemm_ast, ren);
+    k.hand_coded_optimizations();
+    fn(k);
+  }
+  return gemms;
+}
+
+// The register tile's rows run along columns: an upcast axis of n along which an input is read at stride 1.
+bool column_rows(const Kernel& k, int64_t n) {
+  for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
+    for (size_t i = 1; i < k.bufs.size(); i++)
+      if (k.full_shape()[a] == n && k.sts[i].real_strides()[a] == 1) return true;
+  return false;
 }
 
 struct Conv {
@@ -300,23 +323,12 @@ TEST(ConvBackward, InputGradientTilesColumns) {
     x.requires_grad_();
     Tensor out = x.conv2d(w);
     (out * Tensor::empty(out.shape(), o)).sum().backward();
-    ClangRenderer ren;
-    int gemms = 0;
-    for (const ScheduleItem& si : x.grad()->schedule()) {
-      const auto plan = si.kind == MetaOps::KERNEL ? cpu_gemm_pack(Access::uop(si.ast), ren) : std::nullopt;
-      if (!plan) continue;
-      gemms++;
-      Kernel k(plan->gemm_ast, ren);
-      k.hand_coded_optimizations();
-      bool column_rows = false;   // an upcast axis of 8 along which an input is read at stride 1
-      for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
-        for (size_t i = 1; i < k.bufs.size(); i++)
-          column_rows = column_rows || (k.full_shape()[a] == 8 && k.sts[i].real_strides()[a] == 1);
+    const int gemms = for_each_packed_gemm(*x.grad(), ClangRenderer(), [&](Kernel& k) {
       int accs = 0;
       for (const UOp& u : k.linearize()) accs += u->op == Ops::DEFINE_ACC && u->dtype.count == 16;
-      EXPECT_EQ(column_rows, columns == 1) << k.name();
+      EXPECT_EQ(column_rows(k, 8), columns == 1) << k.name();
       EXPECT_EQ(accs, 16) << k.name();
-    }
+    });
     EXPECT_EQ(gemms, 1);
   }
 }
@@ -334,19 +346,7 @@ TEST(ConvBackward, Avx2InputGradientTilesFourColumns) {
     (out * Tensor::from(data(prod(out.shape()), 7), out.shape(), o)).sum().backward();
     ClangRenderer ren;
     ren.register_bytes = 32, ren.vector_registers = 16;   // (as cpu_register_bytes() builds it on AVX2)
-    int gemms = 0;
-    for (const ScheduleItem& si : x.grad()->schedule()) {
-      const auto plan = si.kind == MetaOps::KERNEL ? cpu_gemm_pack(Access::uop(si.ast), ren) : std::nullopt;
-      if (!plan) continue;
-      gemms++;
-      Kernel k(plan->gemm_ast, ren);
-      k.hand_coded_optimizations();
-      bool column_rows = false;   // an upcast axis of 4 along which an input is read at stride 1
-      for (int64_t a = k.first_upcast(); a < k.shape_len(); a++)
-        for (size_t i = 1; i < k.bufs.size(); i++)
-          column_rows = column_rows || (k.full_shape()[a] == 4 && k.sts[i].real_strides()[a] == 1);
-      EXPECT_EQ(column_rows, columns == 1) << k.name();
-    }
+    const int gemms = for_each_packed_gemm(*x.grad(), ren, [&](Kernel& k) { EXPECT_EQ(column_rows(k, 4), columns == 1) << k.name(); });
     EXPECT_EQ(gemms, 1);
     return vals(*x.grad());
   };
