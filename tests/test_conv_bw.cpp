@@ -333,26 +333,29 @@ TEST(ConvBackward, InputGradientTilesColumns) {
   }
 }
 
-// Below AVX-512 the column tiles are 4 or 5 wide, so a 28-wide input gradient (a ResNet 3x3's) pads grad_output's
-// columns too (tensor/conv.cpp padded_columns) and tiles 4 of dx's columns x 2 vectors (8 lanes each on AVX2); its
-// values equal the unpadded path's.
-TEST(ConvBackward, Avx2InputGradientTilesFourColumns) {
+// A 28-wide input gradient (a ResNet 3x3's) pads grad_output's columns too (tensor/conv.cpp padded_columns): its tile
+// runs along 4 of dx's columns x 2 vectors on AVX2 (5 or 4 column tiles there), 7 with AVX-512; its values equal the
+// unpadded path's.
+TEST(ConvBackward, InputGradientTilesColumnsOf28Wide) {
   const Opts o{dtypes::float32, "CPU", false};
-  auto dx = [&](int columns) {
-    Context ctx({{"CPU_REGISTER_BYTES", 32}, {"CONV_DX_COLUMNS", columns}});
-    Tensor x = Tensor::from(data(32 * 32 * 8 * 28, 3), {32, 32, 8, 28}, o), w = Tensor::from(data(32 * 32 * 9, 5), {32, 32, 3, 3}, o);
-    x.requires_grad_();
-    Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {1});
-    (out * Tensor::from(data(prod(out.shape()), 7), out.shape(), o)).sum().backward();
-    ClangRenderer ren;
-    ren.register_bytes = 32, ren.vector_registers = 16;   // (as cpu_register_bytes() builds it on AVX2)
-    const int gemms = for_each_packed_gemm(*x.grad(), ren, [&](Kernel& k) { EXPECT_EQ(column_rows(k, 4), columns == 1) << k.name(); });
-    EXPECT_EQ(gemms, 1);
-    return vals(*x.grad());
-  };
-  const std::vector<float> padded = dx(1), view = dx(0);
-  ASSERT_EQ(padded.size(), view.size());
-  for (size_t i = 0; i < padded.size(); i++) ASSERT_NEAR(padded[i], view[i], 1e-3f * (1 + std::fabs(view[i]))) << i;
+  for (const auto& [bytes, tile] : {std::pair{32, 4}, std::pair{64, 7}}) {
+    SCOPED_TRACE("register bytes " + std::to_string(bytes));
+    auto dx = [&](int columns) {
+      Context ctx({{"CPU_REGISTER_BYTES", bytes}, {"CONV_DX_COLUMNS", columns}});
+      Tensor x = Tensor::from(data(32 * 32 * 8 * 28, 3), {32, 32, 8, 28}, o), w = Tensor::from(data(32 * 32 * 9, 5), {32, 32, 3, 3}, o);
+      x.requires_grad_();
+      Tensor out = x.conv2d(w, std::nullopt, 1, {1}, {1}, {1});
+      (out * Tensor::from(data(prod(out.shape()), 7), out.shape(), o)).sum().backward();
+      ClangRenderer ren;
+      ren.register_bytes = bytes, ren.vector_registers = bytes == 64 ? 32 : 16;   // (as cpu_register_bytes() builds it)
+      const int gemms = for_each_packed_gemm(*x.grad(), ren, [&](Kernel& k) { EXPECT_EQ(column_rows(k, tile), columns == 1) << k.name(); });
+      EXPECT_EQ(gemms, 1);
+      return vals(*x.grad());
+    };
+    const std::vector<float> padded = dx(1), view = dx(0);
+    ASSERT_EQ(padded.size(), view.size());
+    for (size_t i = 0; i < padded.size(); i++) ASSERT_NEAR(padded[i], view[i], 1e-3f * (1 + std::fabs(view[i]))) << i;
+  }
 }
 
 // A strided conv's input gradient by phases (tensor/conv.cpp exact_phase_input_grad; strided_input_grad with

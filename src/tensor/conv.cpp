@@ -389,13 +389,16 @@ bool narrow_input_grad(const Tensor& x, const Tensor& g, const Tensor& w, int gr
 // step from one row of one image), where the column gates allowed only 8 images as the rows; the row taps are
 // still narrowed. It multiplies the
 // padding's zeros along the rows only: conv2d_bw's (24 wide from 20) 1.2x the useful multiply-adds, not 1.44x.
-// Below AVX-512 (16 vector registers) the tiles are 5 or 4 columns, so a multiple of 4 qualifies too: a ResNet
-// 3x3's 28-wide input gradient (bench_kernels conv_dx 32,64,28,28,64,3,1) on a Zen 3, 2 threads, medians of 3 rounds
-// alternated: 102 -> 145 GFLOPS (8 images x 2 vectors of channels before, each broadcast from its own image).
+// Rows of 28 and more that are a multiple of the tile's other column counts qualify too: 7 with AVX-512, 4 below it
+// (16 vector registers: tiles of 5 or 4 columns). A ResNet 3x3's 28-wide input gradient (bench_kernels conv_dx
+// 32,64,28,28,64,3,1), 2 threads, medians of 3 rounds alternated: 102 -> 145 GFLOPS on a Zen 3 (AVX2), 137 -> 156 on
+// the device host's Xeon (AVX-512), where 8 images x 2 vectors of channels each broadcast from its own image. Not
+// narrower rows: 14-wide (32,128,14,14,128,3,1) on the Xeon went 188 -> 159 (there the padding's zeros add 1/7 to the
+// multiply-adds).
 // CONV_DX_COLUMNS=0: every dim a view.
 bool padded_columns(int64_t width, size_t n) {
   if (n < 2 || !getenv("CONV_DX_COLUMNS", 1)) return false;
-  return width % 8 == 0 || width % 10 == 0 || (cpu_register_bytes() < 64 && width % 4 == 0);
+  return width % 8 == 0 || width % 10 == 0 || (width >= 28 && width % (cpu_register_bytes() >= 64 ? 7 : 4) == 0);
 }
 
 // lr with only the last dim's pair (last) or every pair but the last (!last); the others (0, 0)
