@@ -21,6 +21,16 @@
 
 namespace tg {
 
+namespace {
+// The permutations from channels-first (b, c, *s) to channels-last (b, *s, c) and back, for n spatial dims.
+std::pair<std::vector<int>, std::vector<int>> channel_perms(size_t n) {
+  std::vector<int> to_last{0}, to_first{0, static_cast<int>(n) + 1};
+  for (size_t j = 0; j < n; j++) to_last.push_back(static_cast<int>(2 + j)), to_first.push_back(static_cast<int>(1 + j));
+  to_last.push_back(1);
+  return {to_last, to_first};
+}
+}  // namespace
+
 namespace detail {
 namespace {
 // The conv as an implicit GEMM over channels-last copies, for the GPU's tensor-core template (codegen/tc_gemm.cpp):
@@ -39,9 +49,7 @@ std::optional<Tensor> conv_channels_last(const Tensor& xp, const Tensor& weight,
   if (mode == 0 || groups != 1 || (mode == 1 && !(cuda && half && cin % 8 == 0))) return std::nullopt;
   const Shape K(weight.shape().begin() + 2, weight.shape().end());
   const int n = static_cast<int>(K.size());
-  std::vector<int> to_last{0}, to_first{0, n + 1};
-  for (int j = 0; j < n; j++) to_last.push_back(2 + j), to_first.push_back(1 + j);
-  to_last.push_back(1);
+  const auto [to_last, to_first] = channel_perms(K.size());
   const Tensor xl = xp.permute(to_last).contiguous(), wl = weight.permute(to_last).contiguous();
   Tensor win = pool(xl.permute(to_first), K, stride, dilation, "conv2d");   // (bs, cin, *out, *k): a view of xl
   const Shape O(win.shape().begin() + 2, win.shape().begin() + 2 + n);
@@ -313,15 +321,13 @@ Tensor exact_phase_input_grad(const Tensor& g, const Tensor& w, const Shape& in,
       gpad[j] = {std::max(gpad[j].first, p[j].kr - 1 - p[j].c), std::max(gpad[j].second, p[j].E + p[j].c - O[j])};
   // On the CPU, where the weights are packed, the copy is channels-last and each phase's reduce runs its taps
   // outermost, the output channels innermost: a tile of 4 images x 2 vectors then broadcasts from each image's line
-  // of consecutive channels, where from NCHW every channel and row tap was its own line (4 images x 64 channels x 2 rows per output
-  // position, more than a 32 KB L1 keeps between neighbouring positions). resnet_s2_bw's 4-tap phase 2.08 ->
+  // of consecutive channels, where from NCHW every channel and row tap was its own line (4 images x 64 channels x 2
+  // rows per output position, more than a 32 KB L1 keeps between neighbouring positions). resnet_s2_bw's 4-tap phase 2.08 ->
   // 1.3-1.44 ms, its input gradient 4.4 -> 3.4 ms (Zen 3, 2 threads). Unpacked phases (16 input channels) tile
   // along a row of positions instead, which needs them contiguous. CONV_DX_PHASE_NHWC=0: NCHW.
   const bool nhwc = packed && g.device().rfind("CPU", 0) == 0 && getenv("CONV_DX_PHASE_NHWC", 1);
-  std::vector<int> to_last{0}, from_last{0, static_cast<int>(n) + 1};
-  for (size_t j = 0; j < n; j++) to_last.push_back(static_cast<int>(2 + j)), from_last.push_back(static_cast<int>(1 + j));
-  to_last.push_back(1);
-  const Tensor gp = nhwc ? pad_or_cut(g, gpad).permute(to_last).contiguous().permute(from_last) : pad_or_cut(g, gpad).contiguous();
+  const auto [to_last, to_first] = channel_perms(n);
+  const Tensor gp = nhwc ? pad_or_cut(g, gpad).permute(to_last).contiguous().permute(to_first) : pad_or_cut(g, gpad).contiguous();
   std::vector<int> flips;
   for (size_t j = 0; j < n; j++) flips.push_back(static_cast<int>(2 + j));
   // the phases' slots per dim: the longest phase's M, the last dim's rounded as a 1-tap phase's E is, so the interleave
